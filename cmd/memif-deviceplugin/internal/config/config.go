@@ -1,0 +1,161 @@
+// Package config loads and validates the device plugin's YAML configuration
+// (the format is a shared contract, see docs/design.md).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// MaxSocketSlots bounds socketSlots so that slot IDs stay short and a typo
+// (an extra zero) cannot make the plugin create a million directories.
+const MaxSocketSlots = 4096
+
+// Config is the whole configuration file.
+type Config struct {
+	// SocketSlots is the number of memifnet.io/socket units on the node.
+	SocketSlots int `json:"socketSlots"`
+	// Pools are the hugepage pools, each advertised as memifnet.io/<name>.
+	Pools []Pool `json:"pools"`
+}
+
+// Pool is one hugepage pool. Sizes are Kubernetes-style quantities (2Mi, 1Gi).
+type Pool struct {
+	Name             string   `json:"name"`
+	PageSize         Quantity `json:"pageSize"`
+	UnitSize         Quantity `json:"unitSize"`
+	UnitsPerNUMANode int      `json:"unitsPerNUMANode"`
+}
+
+// Quantity is a byte count written with a binary suffix (Ki, Mi, Gi) or none.
+type Quantity struct {
+	Bytes int64
+	Text  string
+}
+
+// UnmarshalJSON accepts a string such as "64Mi" or a plain integer.
+func (q *Quantity) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	n, err := ParseQuantity(s)
+	if err != nil {
+		return err
+	}
+	*q = Quantity{Bytes: n, Text: s}
+	return nil
+}
+
+// MarshalJSON writes the quantity back as text.
+func (q Quantity) MarshalJSON() ([]byte, error) {
+	return []byte(strconv.Quote(q.String())), nil
+}
+
+func (q Quantity) String() string {
+	if q.Text != "" {
+		return q.Text
+	}
+	return strconv.FormatInt(q.Bytes, 10)
+}
+
+var quantityRE = regexp.MustCompile(`^([0-9]+)(Ki|Mi|Gi|Ti)?$`)
+
+// ParseQuantity parses "2Mi", "1Gi", "65536".
+func ParseQuantity(s string) (int64, error) {
+	m := quantityRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("bad quantity %q: want a number with an optional Ki, Mi, Gi or Ti suffix", s)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad quantity %q: %w", s, err)
+	}
+	shift := map[string]uint{"": 0, "Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40}[m[2]]
+	if n > (1<<62)>>shift {
+		return 0, fmt.Errorf("bad quantity %q: too large", s)
+	}
+	return n << shift, nil
+}
+
+// Default is used when no --config is given: the example of docs/design.md.
+func Default() Config {
+	return Config{
+		SocketSlots: 64,
+		Pools: []Pool{{
+			Name:             "hugepool",
+			PageSize:         Quantity{Bytes: 2 << 20, Text: "2Mi"},
+			UnitSize:         Quantity{Bytes: 64 << 20, Text: "64Mi"},
+			UnitsPerNUMANode: 4,
+		}},
+	}
+}
+
+// Load reads and validates a configuration file.
+func Load(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes YAML strictly (unknown keys are errors naming the key) and
+// validates the values.
+func Parse(b []byte) (Config, error) {
+	var c Config
+	if err := yaml.UnmarshalStrict(b, &c); err != nil {
+		return Config{}, fmt.Errorf("parse: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// poolNameRE keeps pool names valid as the name part of an extended resource
+// and as a file name, and keeps "socket" free for the slot resource.
+var poolNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
+
+// Validate checks values; each error names the key it is about.
+func (c Config) Validate() error {
+	var errs []error
+	if c.SocketSlots < 0 || c.SocketSlots > MaxSocketSlots {
+		errs = append(errs, fmt.Errorf("socketSlots: %d out of range 0..%d", c.SocketSlots, MaxSocketSlots))
+	}
+	seen := map[string]bool{}
+	for i, p := range c.Pools {
+		key := fmt.Sprintf("pools[%d]", i)
+		switch {
+		case p.Name == "":
+			errs = append(errs, fmt.Errorf("%s.name: required", key))
+		case p.Name == "socket":
+			errs = append(errs, fmt.Errorf("%s.name: %q is taken by the socket slot resource", key, p.Name))
+		case !poolNameRE.MatchString(p.Name):
+			errs = append(errs, fmt.Errorf("%s.name: %q must be lowercase letters, digits and '-', at most 32 characters", key, p.Name))
+		case seen[p.Name]:
+			errs = append(errs, fmt.Errorf("%s.name: duplicate pool %q", key, p.Name))
+		}
+		seen[p.Name] = true
+		if p.PageSize.Bytes != 2<<20 && p.PageSize.Bytes != 1<<30 {
+			errs = append(errs, fmt.Errorf("%s.pageSize: %q must be 2Mi or 1Gi", key, p.PageSize))
+		}
+		switch {
+		case p.UnitSize.Bytes <= 0:
+			errs = append(errs, fmt.Errorf("%s.unitSize: required and positive", key))
+		case p.PageSize.Bytes > 0 && p.UnitSize.Bytes%p.PageSize.Bytes != 0:
+			errs = append(errs, fmt.Errorf("%s.unitSize: %q is not a multiple of pageSize %q", key, p.UnitSize, p.PageSize))
+		}
+		if p.UnitsPerNUMANode < 0 || p.UnitsPerNUMANode > 1000 {
+			errs = append(errs, fmt.Errorf("%s.unitsPerNUMANode: %d out of range 0..1000", key, p.UnitsPerNUMANode))
+		}
+	}
+	return errors.Join(errs...)
+}

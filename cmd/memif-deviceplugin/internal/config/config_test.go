@@ -1,0 +1,87 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseGood(t *testing.T) {
+	c, err := Parse([]byte(`
+socketSlots: 1024
+pools:
+  - name: hugepool
+    pageSize: 2Mi
+    unitSize: 64Mi
+    unitsPerNUMANode: 4
+  - name: big
+    pageSize: 1Gi
+    unitSize: 2Gi
+    unitsPerNUMANode: 1
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SocketSlots != 1024 || len(c.Pools) != 2 {
+		t.Fatalf("got %+v", c)
+	}
+	if c.Pools[0].UnitSize.Bytes != 64<<20 || c.Pools[1].PageSize.Bytes != 1<<30 || c.Pools[1].UnitSize.Bytes != 2<<30 {
+		t.Fatalf("sizes: %+v", c.Pools)
+	}
+}
+
+func TestDefaultIsValid(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadConfigsNameTheKey(t *testing.T) {
+	pool := func(extra string) string {
+		return "pools:\n  - name: hugepool\n    pageSize: 2Mi\n    unitSize: 64Mi\n    unitsPerNUMANode: 4\n" + extra
+	}
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"unknown top key", "socketSlots: 4\nsocketSlot: 5\n", `"socketSlot"`},
+		{"unknown pool key", pool("    numa: 1\n"), `"numa"`},
+		{"slots type", "socketSlots: many\n", "socketSlots"},
+		{"slots negative", "socketSlots: -1\n", "socketSlots"},
+		{"slots too many", "socketSlots: 100000\n", "socketSlots"},
+		{"page size", "pools:\n  - name: p\n    pageSize: 4Ki\n    unitSize: 64Mi\n", "pools[0].pageSize"},
+		{"page size text", "pools:\n  - name: p\n    pageSize: 2MB\n    unitSize: 64Mi\n", "2MB"},
+		{"unit size missing", "pools:\n  - name: p\n    pageSize: 2Mi\n", "pools[0].unitSize"},
+		{"unit not multiple", "pools:\n  - name: p\n    pageSize: 1Gi\n    unitSize: 64Mi\n", "pools[0].unitSize"},
+		{"name missing", "pools:\n  - pageSize: 2Mi\n    unitSize: 64Mi\n", "pools[0].name"},
+		{"name bad", "pools:\n  - name: Huge_Pool\n    pageSize: 2Mi\n    unitSize: 64Mi\n", "pools[0].name"},
+		{"name socket", "pools:\n  - name: socket\n    pageSize: 2Mi\n    unitSize: 64Mi\n", "pools[0].name"},
+		{"name dup", pool("  - name: hugepool\n    pageSize: 2Mi\n    unitSize: 64Mi\n"), "pools[1].name"},
+		{"units negative", "pools:\n  - name: p\n    pageSize: 2Mi\n    unitSize: 64Mi\n    unitsPerNUMANode: -2\n", "pools[0].unitsPerNUMANode"},
+		{"not yaml", "socketSlots: [\n", "parse"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("no error for %q", tc.yaml)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not name %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadNamesFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte("bogus: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(p)
+	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}

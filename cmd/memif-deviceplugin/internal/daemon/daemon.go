@@ -1,0 +1,265 @@
+// Package daemon wires the plugin together: providers, resources, one
+// kubelet server per resource, health checks, background reclaim through
+// PodResources, and the HTTP endpoints for metrics and probes.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/devinfo"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/dpserver"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/metrics"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/numa"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/podresources"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/pools"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
+)
+
+// Options are everything main gets from flags.
+type Options struct {
+	Config     config.Config
+	KubeletDir string // /var/lib/kubelet
+	StateDir   string // /var/lib/memifnet
+	SysfsRoot  string // /sys
+	DevinfoDir string // devinfo.DefaultDir
+	CDIDir     string // empty: no CDI, Allocate returns mounts
+	HTTPAddr   string // empty: no HTTP endpoints
+
+	HealthInterval  time.Duration // device checks
+	ReclaimInterval time.Duration // PodResources polls
+	// ReclaimGrace keeps a device allocated less than this long ago from
+	// being scrubbed in the background even if PodResources does not list
+	// it yet.
+	ReclaimGrace time.Duration
+	Log          *slog.Logger
+}
+
+// Defaults fills zero durations.
+func (o *Options) defaults() {
+	if o.HealthInterval == 0 {
+		o.HealthInterval = 250 * time.Millisecond
+	}
+	if o.ReclaimInterval == 0 {
+		o.ReclaimInterval = 5 * time.Second
+	}
+	if o.ReclaimGrace == 0 {
+		o.ReclaimGrace = 30 * time.Second
+	}
+	if o.SysfsRoot == "" {
+		o.SysfsRoot = "/sys"
+	}
+	if o.DevinfoDir == "" {
+		o.DevinfoDir = devinfo.DefaultDir
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+}
+
+// Daemon is a configured plugin.
+type Daemon struct {
+	opts      Options
+	resources []*resource.Resource
+	servers   []*dpserver.Server
+	pools     []*pools.Provider
+	running   sync.WaitGroup
+	started   time.Time
+}
+
+// New builds providers and resources: creates slot directories, mounts
+// pools and faults their units in. It does not talk to the kubelet yet.
+func New(opts Options) (*Daemon, error) {
+	opts.defaults()
+	if err := opts.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	nodes, err := numa.Nodes(opts.SysfsRoot)
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{opts: opts, started: time.Now()}
+	var cdiW *cdi.Writer
+	if opts.CDIDir != "" {
+		cdiW = &cdi.Writer{Dir: opts.CDIDir}
+	}
+	var provs []resource.Provider
+	sp, err := slots.New(opts.StateDir, opts.Config.SocketSlots, nodes, devinfo.Writer{Dir: opts.DevinfoDir})
+	if err != nil {
+		return nil, err
+	}
+	provs = append(provs, sp)
+	for _, pc := range opts.Config.Pools {
+		pp, err := pools.New(opts.StateDir, pc, nodes, opts.Log)
+		if err != nil {
+			return nil, err
+		}
+		d.pools = append(d.pools, pp)
+		provs = append(provs, pp)
+	}
+	pluginDir := filepath.Join(opts.KubeletDir, "device-plugins")
+	for _, p := range provs {
+		var ids []string
+		for _, u := range p.Units() {
+			ids = append(ids, u.ID)
+		}
+		statePath := filepath.Join(opts.StateDir, "deviceplugin", strings.ReplaceAll(p.Resource(), "/", "-")+".json")
+		led, reason := ledger.Open(statePath, ids)
+		if reason != "" {
+			opts.Log.Info("device state", "resource", p.Resource(), "note", reason)
+		}
+		r, err := resource.New(p, led, opts.Log, cdiW)
+		if err != nil {
+			return nil, err
+		}
+		d.resources = append(d.resources, r)
+		d.servers = append(d.servers, dpserver.New(r, pluginDir, opts.Log))
+	}
+	return d, nil
+}
+
+// Resources are the served resources, in order: socket slots, then pools.
+func (d *Daemon) Resources() []*resource.Resource { return d.resources }
+
+// Servers are the kubelet servers, one per resource.
+func (d *Daemon) Servers() []*dpserver.Server { return d.servers }
+
+// Ready is true when every resource is registered with the kubelet.
+func (d *Daemon) Ready() bool {
+	for _, s := range d.servers {
+		if !s.Registered() {
+			return false
+		}
+	}
+	return true
+}
+
+// Run serves until ctx ends, then stops everything and returns. Pools stay
+// mounted and slots keep their contents: running pods keep using them and
+// the next start picks them up.
+func (d *Daemon) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var httpSrv *http.Server
+	if d.opts.HTTPAddr != "" {
+		lis, err := net.Listen("tcp", d.opts.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("http listen: %w", err)
+		}
+		httpSrv = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		d.goRun(func() {
+			if err := httpSrv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				d.opts.Log.Error("http", "err", err)
+			}
+		})
+		d.opts.Log.Info("http endpoints", "addr", lis.Addr().String())
+	}
+	var rcl []podresources.Reclaimer
+	for i, r := range d.resources {
+		srv := d.servers[i]
+		d.goRun(func() { r.WatchHealth(ctx, d.opts.HealthInterval) })
+		d.goRun(func() { _ = srv.Run(ctx) })
+		rcl = append(rcl, r)
+	}
+	pr, err := podresources.New(filepath.Join(d.opts.KubeletDir, "pod-resources", "kubelet.sock"), d.opts.Log)
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	d.goRun(func() { pr.Run(ctx, rcl, d.opts.ReclaimInterval, d.opts.ReclaimGrace) })
+
+	<-ctx.Done()
+	if httpSrv != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = httpSrv.Shutdown(sctx)
+		scancel()
+	}
+	d.running.Wait()
+	d.opts.Log.Info("stopped")
+	return nil
+}
+
+func (d *Daemon) goRun(fn func()) {
+	d.running.Add(1)
+	go func() {
+		defer d.running.Done()
+		fn()
+	}()
+}
+
+// Handler serves /metrics, /healthz (the process serves) and /readyz
+// (every resource is registered with the kubelet).
+func (d *Daemon) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler(d.Metrics))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !d.Ready() {
+			http.Error(w, "not registered with the kubelet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// Metrics collects the metric families at scrape time.
+func (d *Daemon) Metrics() []metrics.Family {
+	const p = "memifnet_deviceplugin_"
+	fam := func(name, help, typ string) *metrics.Family {
+		return &metrics.Family{Name: p + name, Help: help, Type: typ}
+	}
+	alloc := fam("allocations_total", "Container allocations served.", "counter")
+	scrubs := fam("scrubs_total", "Devices scrubbed, by where the scrub ran.", "counter")
+	scrubErr := fam("scrub_errors_total", "Scrubs that failed.", "counter")
+	devs := fam("devices", "Devices by health.", "gauge")
+	dirty := fam("devices_dirty", "Devices handed out and not yet scrubbed.", "gauge")
+	regs := fam("registrations_total", "Successful registrations with the kubelet.", "counter")
+	registered := fam("registered", "1 when the resource is registered with the kubelet.", "gauge")
+	bytes := fam("pool_bytes", "Hugepage memory held by pool units.", "gauge")
+	for i, r := range d.resources {
+		st := r.Stats()
+		l := []string{"resource", r.Name()}
+		alloc.Samples = append(alloc.Samples, metrics.Sample{Labels: l, Value: float64(st.Allocations)})
+		scrubs.Samples = append(scrubs.Samples,
+			metrics.Sample{Labels: append(l[:2:2], "mode", "allocate"), Value: float64(st.SyncScrubs)},
+			metrics.Sample{Labels: append(l[:2:2], "mode", "background"), Value: float64(st.BackgroundScrub)})
+		scrubErr.Samples = append(scrubErr.Samples, metrics.Sample{Labels: l, Value: float64(st.ScrubErrors)})
+		devs.Samples = append(devs.Samples,
+			metrics.Sample{Labels: append(l[:2:2], "health", "healthy"), Value: float64(st.Healthy)},
+			metrics.Sample{Labels: append(l[:2:2], "health", "unhealthy"), Value: float64(st.Unhealthy)})
+		dirty.Samples = append(dirty.Samples, metrics.Sample{Labels: l, Value: float64(st.Dirty)})
+		regs.Samples = append(regs.Samples, metrics.Sample{Labels: l, Value: float64(d.servers[i].Registrations())})
+		v := 0.0
+		if d.servers[i].Registered() {
+			v = 1
+		}
+		registered.Samples = append(registered.Samples, metrics.Sample{Labels: l, Value: v})
+	}
+	for _, pp := range d.pools {
+		byNode := pp.Bytes()
+		for _, node := range slices.Sorted(maps.Keys(byNode)) {
+			b := byNode[node]
+			bytes.Samples = append(bytes.Samples, metrics.Sample{
+				Labels: []string{"resource", pp.Resource(), "numa_node", strconv.Itoa(node)}, Value: float64(b)})
+		}
+	}
+	return []metrics.Family{*alloc, *scrubs, *scrubErr, *devs, *dirty, *regs, *registered, *bytes}
+}

@@ -1,0 +1,104 @@
+// Package podresources asks the kubelet's PodResources API which devices
+// pods hold, so that the others can be scrubbed in the background and
+// Allocate seldom has to scrub.
+package podresources
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+// Reclaimer is a resource whose free devices can be scrubbed.
+type Reclaimer interface {
+	Name() string
+	Reclaim(ctx context.Context, inUse map[string]bool, listedAt time.Time, grace time.Duration) int
+}
+
+// Client polls List.
+type Client struct {
+	conn *grpc.ClientConn
+	api  podresourcesapi.PodResourcesListerClient
+	log  *slog.Logger
+}
+
+// New makes a client for the socket at path (dialled lazily, so the kubelet
+// may come later or restart).
+func New(path string, log *slog.Logger) (*Client, error) {
+	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("pod resources client: %w", err)
+	}
+	return &Client{conn: conn, api: podresourcesapi.NewPodResourcesListerClient(conn), log: log}, nil
+}
+
+// Close ends the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// InUse lists the device IDs pods hold, per resource name.
+func (c *Client) InUse(ctx context.Context) (map[string]map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := c.api.List(ctx, &podresourcesapi.ListPodResourcesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list pod resources: %w", err)
+	}
+	out := map[string]map[string]bool{}
+	for _, pod := range resp.GetPodResources() {
+		for _, ctr := range pod.GetContainers() {
+			for _, d := range ctr.GetDevices() {
+				m := out[d.GetResourceName()]
+				if m == nil {
+					m = map[string]bool{}
+					out[d.GetResourceName()] = m
+				}
+				for _, id := range d.GetDeviceIds() {
+					m[id] = true
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// Reclaim runs one pass: List, then scrub what no pod holds.
+func (c *Client) Reclaim(ctx context.Context, rs []Reclaimer, grace time.Duration) error {
+	listedAt := time.Now()
+	inUse, err := c.InUse(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		r.Reclaim(ctx, inUse[r.Name()], listedAt, grace)
+	}
+	return nil
+}
+
+// Run reclaims every interval until ctx ends. While the API does not
+// answer nothing is scrubbed in the background: Allocate still scrubs.
+func (c *Client) Run(ctx context.Context, rs []Reclaimer, interval, grace time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	failing := false
+	for {
+		err := c.Reclaim(ctx, rs, grace)
+		switch {
+		case err != nil && !failing:
+			c.log.Warn("pod resources api unavailable, scrubbing only at allocate", "err", err)
+			failing = true
+		case err == nil && failing:
+			c.log.Info("pod resources api answers again")
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,248 @@
+// Package pools provides hugepage pools memifnet.io/<pool>: unit files on a
+// hugetlbfs mount that the plugin makes under <stateDir>/pools/<pool>, each
+// pre-faulted on one NUMA node and zeroed before it is handed out again.
+package pools
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+)
+
+const (
+	// ResourcePrefix + pool name is the extended resource.
+	ResourcePrefix = "memifnet.io/"
+	// ContainerRoot is where unit files appear in the container.
+	ContainerRoot = "/run/memifnet/pools"
+	// EnvPools lists the container paths of the units a container got.
+	EnvPools = "MEMIFNET_POOLS"
+	// fileMode lets a non-root app map its unit; a unit is mounted into one
+	// container at a time.
+	fileMode = 0o666
+
+	mpolDefault = 0
+	mpolBind    = 2
+)
+
+// Provider is one pool.
+type Provider struct {
+	pool  config.Pool
+	dir   string
+	log   *slog.Logger
+	units []resource.Unit
+}
+
+// New mounts hugetlbfs (unless it is mounted already, as after a plugin
+// restart) and creates the missing unit files, unitsPerNUMANode per node.
+// Existing unit files of the right size are kept as they are: they may be
+// mapped by running pods. Missing hugepages are not fatal: the pool offers
+// the units that could be made and the log says why there are fewer.
+func New(stateDir string, pool config.Pool, nodes []int, log *slog.Logger) (*Provider, error) {
+	p := &Provider{pool: pool, dir: filepath.Join(stateDir, "pools", pool.Name), log: log.With("pool", pool.Name)}
+	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("pool %s: %w", pool.Name, err)
+	}
+	if err := p.mount(); err != nil {
+		p.log.Warn("pool has no units: cannot mount hugetlbfs", "err", err)
+		return p, nil
+	}
+	for _, node := range nodes {
+		for i := range pool.UnitsPerNUMANode {
+			id := fmt.Sprintf("%s-n%d-%03d", pool.Name, node, i)
+			if err := p.Check(id); err != nil {
+				if err := p.create(id, node); err != nil {
+					p.log.Warn("pool has fewer units than configured", "numaNode", node,
+						"created", i, "configured", pool.UnitsPerNUMANode, "err", err)
+					break
+				}
+			}
+			p.units = append(p.units, resource.Unit{ID: id, Node: node})
+		}
+	}
+	return p, nil
+}
+
+// mount makes the hugetlbfs mount with the pool's page size.
+func (p *Provider) mount() error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(p.dir, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", p.dir, err)
+	}
+	if st.Type == unix.HUGETLBFS_MAGIC {
+		if st.Bsize != p.pool.PageSize.Bytes {
+			return fmt.Errorf("%s is a hugetlbfs mount with page size %d, want %d", p.dir, st.Bsize, p.pool.PageSize.Bytes)
+		}
+		return nil
+	}
+	opts := fmt.Sprintf("pagesize=%d,mode=0755", p.pool.PageSize.Bytes)
+	if err := unix.Mount("memifnet-"+p.pool.Name, p.dir, "hugetlbfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
+		return fmt.Errorf("mount hugetlbfs on %s (%s): %w", p.dir, opts, err)
+	}
+	return nil
+}
+
+// Resource implements resource.Provider.
+func (p *Provider) Resource() string { return ResourcePrefix + p.pool.Name }
+
+// Units implements resource.Provider.
+func (p *Provider) Units() []resource.Unit { return p.units }
+
+// Path is the host file of a unit.
+func (p *Provider) Path(id string) string { return filepath.Join(p.dir, id) }
+
+// Dir is the hugetlbfs mount of the pool.
+func (p *Provider) Dir() string { return p.dir }
+
+// Bytes is the memory held by the pool's units per NUMA node.
+func (p *Provider) Bytes() map[int]int64 {
+	out := map[int]int64{}
+	for _, u := range p.units {
+		out[u.Node] += p.pool.UnitSize.Bytes
+	}
+	return out
+}
+
+// Check reports a unit damaged when its file is gone, is not a regular
+// file of the unit size, or the mount under it was replaced.
+func (p *Provider) Check(id string) error {
+	fi, err := os.Lstat(p.Path(id))
+	if err != nil {
+		return fmt.Errorf("unit %s: %w", id, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("unit %s: not a regular file", id)
+	}
+	if fi.Size() != p.pool.UnitSize.Bytes {
+		return fmt.Errorf("unit %s: size %d, want %d", id, fi.Size(), p.pool.UnitSize.Bytes)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(p.dir, &st); err != nil {
+		return fmt.Errorf("unit %s: %w", id, err)
+	}
+	if st.Type != unix.HUGETLBFS_MAGIC {
+		return fmt.Errorf("unit %s: %s is no longer hugetlbfs", id, p.dir)
+	}
+	return nil
+}
+
+// create makes a unit file and faults all its pages in on node, so that the
+// pages are reserved now and not found missing when a pod maps them.
+func (p *Provider) create(id string, node int) error {
+	path := p.Path(id)
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		if err := os.RemoveAll(path); err != nil {
+			return fmt.Errorf("create unit %s: %w", id, err)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, fileMode)
+	if err != nil {
+		return fmt.Errorf("create unit %s: %w", id, err)
+	}
+	defer f.Close()
+	if err := f.Chmod(fileMode); err != nil {
+		return fmt.Errorf("create unit %s: %w", id, err)
+	}
+	if err := onNode(node, func() error {
+		return unix.Fallocate(int(f.Fd()), 0, 0, p.pool.UnitSize.Bytes)
+	}); err != nil {
+		// Leave no half-faulted file behind: it would hold pages and look damaged.
+		_ = os.Remove(path)
+		return fmt.Errorf("fault in unit %s on numa node %d: %w", id, node, err)
+	}
+	return nil
+}
+
+// onNode runs fn on a thread whose memory policy binds allocations to node.
+// The thread stays locked and ends with the goroutine, so the policy never
+// leaks into the Go scheduler's other work. A kernel without NUMA support
+// (or a node the kernel does not know, as with a faked sysfs) runs fn unbound.
+func onNode(node int, fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with us
+		mask := make([]uint64, node/64+1)
+		mask[node/64] |= 1 << (node % 64)
+		_, _, errno := unix.Syscall(unix.SYS_SET_MEMPOLICY, mpolBind,
+			uintptr(unsafe.Pointer(&mask[0])), uintptr(len(mask)*64+1))
+		runtime.KeepAlive(mask)
+		err := fn()
+		if errno == 0 {
+			_, _, _ = unix.Syscall(unix.SYS_SET_MEMPOLICY, mpolDefault, 0, 0)
+		}
+		done <- err
+	}()
+	return <-done
+}
+
+// Scrub zeroes the unit, so nothing of one pod is visible to the next. A
+// damaged unit is recreated on its node.
+func (p *Provider) Scrub(id string) error {
+	if err := p.Check(id); err != nil {
+		node, ok := p.nodeOf(id)
+		if !ok {
+			return fmt.Errorf("scrub: unknown unit %s", id)
+		}
+		_ = os.Remove(p.Path(id))
+		return p.create(id, node)
+	}
+	f, err := os.OpenFile(p.Path(id), os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("scrub %s: %w", id, err)
+	}
+	defer f.Close()
+	b, err := unix.Mmap(int(f.Fd()), 0, int(p.pool.UnitSize.Bytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("scrub %s: map: %w", id, err)
+	}
+	clear(b)
+	if err := unix.Munmap(b); err != nil {
+		return fmt.Errorf("scrub %s: unmap: %w", id, err)
+	}
+	return nil
+}
+
+func (p *Provider) nodeOf(id string) (int, bool) {
+	for _, u := range p.units {
+		if u.ID == id {
+			return u.Node, true
+		}
+	}
+	return 0, false
+}
+
+// Mount puts a unit file at /run/memifnet/pools/<unit>.
+func (p *Provider) Mount(id string) resource.Mount {
+	return resource.Mount{Host: p.Path(id), Container: ContainerRoot + "/" + id}
+}
+
+// Grant lists the container paths of the units in MEMIFNET_POOLS.
+func (p *Provider) Grant(ids []string) (map[string]string, error) {
+	paths := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if _, ok := p.nodeOf(id); !ok {
+			return nil, fmt.Errorf("grant: unknown unit %s", id)
+		}
+		paths = append(paths, p.Mount(id).Container)
+	}
+	return map[string]string{EnvPools: strings.Join(paths, ",")}, nil
+}
+
+// Unmount removes the pool's mount; only for tests and explicit teardown,
+// never at plugin shutdown (running pods keep their units across restarts).
+func (p *Provider) Unmount() error {
+	if err := unix.Unmount(p.dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("unmount %s: %w", p.dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,319 @@
+// Package resource turns a Provider into what the kubelet's device plugin
+// API needs: a device list with health, Allocate with scrub-before-reuse,
+// NUMA-aware preferred allocation, and background reclaim of devices no pod
+// holds any more.
+package resource
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/numa"
+)
+
+// Stats are counters for metrics.
+type Stats struct {
+	Allocations     uint64 // container allocations
+	SyncScrubs      uint64 // scrubs done inside Allocate
+	BackgroundScrub uint64 // scrubs done by reclaim
+	ScrubErrors     uint64
+	Healthy         int
+	Unhealthy       int
+	Dirty           int
+}
+
+// Resource serves one Provider. It is safe for concurrent use.
+type Resource struct {
+	p   Provider
+	led *ledger.Ledger
+	log *slog.Logger
+	cdi *cdi.Writer
+
+	units map[string]Unit
+	locks map[string]*sync.Mutex // one per device: scrub and hand-out exclude each other
+
+	mu      sync.Mutex
+	health  map[string]error
+	changed chan struct{} // closed and replaced when health changes
+
+	allocations, syncScrubs, bgScrubs, scrubErrors atomic.Uint64
+}
+
+// New checks every device once. With cdiWriter set it also writes the CDI
+// spec, and Allocate then names CDI devices instead of returning mounts.
+func New(p Provider, led *ledger.Ledger, log *slog.Logger, cdiWriter *cdi.Writer) (*Resource, error) {
+	r := &Resource{
+		p: p, led: led, log: log.With("resource", p.Resource()), cdi: cdiWriter,
+		units: map[string]Unit{}, locks: map[string]*sync.Mutex{},
+		health: map[string]error{}, changed: make(chan struct{}),
+	}
+	for _, u := range p.Units() {
+		r.units[u.ID] = u
+		r.locks[u.ID] = &sync.Mutex{}
+	}
+	r.CheckHealth()
+	if cdiWriter != nil {
+		spec := cdi.Spec{Kind: p.Resource()}
+		for _, u := range p.Units() {
+			m := p.Mount(u.ID)
+			opts := []string{"bind", "rw"}
+			if m.ReadOnly {
+				opts[1] = "ro"
+			}
+			spec.Devices = append(spec.Devices, cdi.Device{Name: u.ID, Edits: cdi.Edits{
+				Mounts: []cdi.Mount{{HostPath: m.Host, ContainerPath: m.Container, Options: opts}},
+			}})
+		}
+		if err := cdiWriter.Write(spec); err != nil {
+			return nil, fmt.Errorf("resource %s: %w", p.Resource(), err)
+		}
+	}
+	return r, nil
+}
+
+// Name is the extended resource name.
+func (r *Resource) Name() string { return r.p.Resource() }
+
+// CheckHealth checks every device and wakes watchers when anything changed.
+func (r *Resource) CheckHealth() {
+	changed := false
+	for _, u := range r.p.Units() {
+		err := r.p.Check(u.ID)
+		r.mu.Lock()
+		old, seen := r.health[u.ID]
+		if !seen || (old == nil) != (err == nil) {
+			changed = true
+			if seen {
+				if err != nil {
+					r.log.Warn("device unhealthy", "device", u.ID, "err", err)
+				} else {
+					r.log.Info("device healthy again", "device", u.ID)
+				}
+			}
+		}
+		r.health[u.ID] = err
+		r.mu.Unlock()
+	}
+	if changed {
+		r.notify()
+	}
+}
+
+func (r *Resource) notify() {
+	r.mu.Lock()
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// WatchHealth re-checks every interval until ctx ends.
+func (r *Resource) WatchHealth(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.CheckHealth()
+		}
+	}
+}
+
+// Devices is the current device list and a channel closed at the next
+// change, for ListAndWatch.
+func (r *Resource) Devices() ([]*pluginapi.Device, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*pluginapi.Device, 0, len(r.units))
+	for _, u := range r.p.Units() {
+		h := pluginapi.Healthy
+		if r.health[u.ID] != nil {
+			h = pluginapi.Unhealthy
+		}
+		out = append(out, &pluginapi.Device{
+			ID: u.ID, Health: h,
+			Topology: &pluginapi.TopologyInfo{Nodes: []*pluginapi.NUMANode{{ID: int64(u.Node)}}},
+		})
+	}
+	return out, r.changed
+}
+
+// Options are the plugin options the kubelet asks for.
+func (r *Resource) Options() *pluginapi.DevicePluginOptions {
+	return &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}
+}
+
+// Preferred keeps each container's devices on one NUMA node, preferring
+// clean devices so that Allocate has nothing to scrub.
+func (r *Resource) Preferred(req *pluginapi.PreferredAllocationRequest) *pluginapi.PreferredAllocationResponse {
+	resp := &pluginapi.PreferredAllocationResponse{}
+	for _, cr := range req.ContainerRequests {
+		cands := make([]numa.Candidate, 0, len(cr.AvailableDeviceIDs))
+		for _, id := range cr.AvailableDeviceIDs {
+			u, ok := r.units[id]
+			if !ok {
+				continue
+			}
+			_, dirty := r.led.Dirty(id)
+			cands = append(cands, numa.Candidate{ID: id, Node: u.Node, Clean: !dirty})
+		}
+		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{
+			DeviceIDs: numa.Prefer(cands, cr.MustIncludeDeviceIDs, int(cr.AllocationSize)),
+		})
+	}
+	return resp
+}
+
+// Allocate scrubs whatever of the requested devices is still dirty, records
+// them as handed out and returns mounts (or CDI names) and env per
+// container. Any unknown or unhealthy device fails the whole request, as
+// the API asks.
+func (r *Resource) Allocate(req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	var all []string
+	seen := map[string]bool{}
+	for _, cr := range req.ContainerRequests {
+		for _, id := range cr.DevicesIds {
+			if _, ok := r.units[id]; !ok {
+				return nil, fmt.Errorf("allocate %s: unknown device %q", r.Name(), id)
+			}
+			r.mu.Lock()
+			herr := r.health[id]
+			r.mu.Unlock()
+			if herr != nil {
+				return nil, fmt.Errorf("allocate %s: device %s unhealthy: %w", r.Name(), id, herr)
+			}
+			if !seen[id] {
+				seen[id] = true
+				all = append(all, id)
+			}
+		}
+	}
+	// A fixed lock order keeps concurrent Allocates from deadlocking.
+	sort.Strings(all)
+	for _, id := range all {
+		r.locks[id].Lock()
+	}
+	defer func() {
+		for _, id := range all {
+			r.locks[id].Unlock()
+		}
+	}()
+	for _, id := range all {
+		if _, dirty := r.led.Dirty(id); !dirty {
+			continue
+		}
+		if err := r.p.Scrub(id); err != nil {
+			r.scrubErrors.Add(1)
+			r.markUnhealthy(id, err)
+			return nil, fmt.Errorf("allocate %s: %w", r.Name(), err)
+		}
+		r.syncScrubs.Add(1)
+	}
+	if err := r.led.Allocated(all, time.Now()); err != nil {
+		return nil, fmt.Errorf("allocate %s: %w", r.Name(), err)
+	}
+	resp := &pluginapi.AllocateResponse{}
+	for _, cr := range req.ContainerRequests {
+		env, err := r.p.Grant(cr.DevicesIds)
+		if err != nil {
+			return nil, fmt.Errorf("allocate %s: %w", r.Name(), err)
+		}
+		car := &pluginapi.ContainerAllocateResponse{Envs: env}
+		for _, id := range cr.DevicesIds {
+			if r.cdi != nil {
+				car.CdiDevices = append(car.CdiDevices, &pluginapi.CDIDevice{Name: cdi.QualifiedName(r.Name(), id)})
+				continue
+			}
+			m := r.p.Mount(id)
+			car.Mounts = append(car.Mounts, &pluginapi.Mount{HostPath: m.Host, ContainerPath: m.Container, ReadOnly: m.ReadOnly})
+		}
+		resp.ContainerResponses = append(resp.ContainerResponses, car)
+		r.allocations.Add(1)
+	}
+	r.log.Debug("allocated", "devices", all)
+	return resp, nil
+}
+
+func (r *Resource) markUnhealthy(id string, err error) {
+	r.mu.Lock()
+	r.health[id] = err
+	r.mu.Unlock()
+	r.log.Warn("device unhealthy", "device", id, "err", err)
+	r.notify()
+}
+
+// Reclaim scrubs, in the background, dirty devices that no pod holds: not
+// in inUse (from a PodResources List that started at listedAt) and handed
+// out more than grace before it, so that a device allocated just before or
+// during the List (which the kubelet records after Allocate returns) is
+// never taken for free. It returns how many devices it scrubbed.
+func (r *Resource) Reclaim(ctx context.Context, inUse map[string]bool, listedAt time.Time, grace time.Duration) int {
+	cutoff := listedAt.Add(-grace)
+	n := 0
+	ids := r.led.DirtyIDs()
+	order := make([]string, 0, len(ids))
+	for id := range ids {
+		order = append(order, id)
+	}
+	sort.Strings(order)
+	for _, id := range order {
+		if ctx.Err() != nil {
+			break
+		}
+		e := ids[id]
+		if inUse[id] || e.AllocatedAt.After(cutoff) {
+			continue
+		}
+		l := r.locks[id]
+		if l == nil || !l.TryLock() {
+			continue // being allocated right now
+		}
+		if cur, dirty := r.led.Dirty(id); dirty && cur == e {
+			if err := r.p.Scrub(id); err != nil {
+				r.scrubErrors.Add(1)
+				r.log.Warn("background scrub failed", "device", id, "err", err)
+			} else {
+				r.led.Clean(id, e.AllocatedAt)
+				r.bgScrubs.Add(1)
+				n++
+			}
+		}
+		l.Unlock()
+	}
+	if n > 0 {
+		if err := r.led.Save(); err != nil {
+			r.log.Warn("save state", "err", err)
+		}
+		r.log.Debug("reclaimed", "devices", n)
+	}
+	return n
+}
+
+// Stats returns counters and gauges for metrics.
+func (r *Resource) Stats() Stats {
+	s := Stats{
+		Allocations: r.allocations.Load(), SyncScrubs: r.syncScrubs.Load(),
+		BackgroundScrub: r.bgScrubs.Load(), ScrubErrors: r.scrubErrors.Load(),
+		Dirty: len(r.led.DirtyIDs()),
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, err := range r.health {
+		if err == nil {
+			s.Healthy++
+		} else {
+			s.Unhealthy++
+		}
+	}
+	return s
+}

@@ -1,0 +1,75 @@
+// Command memif-deviceplugin is the node agent that offers memif socket
+// slots (memifnet.io/socket) and hugepage pools (memifnet.io/<pool>) to the
+// kubelet. See docs/deviceplugin.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/daemon"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/devinfo"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "memif-deviceplugin:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		opts      daemon.Options
+		cfgPath   string
+		logLevel  slog.Level
+		logFormat string
+	)
+	flag.StringVar(&cfgPath, "config", "", "YAML config file (default: 64 socket slots and pool hugepool of 4 x 64Mi units per NUMA node)")
+	flag.StringVar(&opts.KubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet root directory (device-plugins/ and pod-resources/ live under it)")
+	flag.StringVar(&opts.StateDir, "state-dir", "/var/lib/memifnet", "memifnet state directory (sockets/, pools/, deviceplugin/)")
+	flag.StringVar(&opts.SysfsRoot, "sysfs-root", "/sys", "sysfs root, read for NUMA nodes")
+	flag.StringVar(&opts.DevinfoDir, "devinfo-dir", devinfo.DefaultDir, "directory for NPWG device-info files")
+	flag.StringVar(&opts.CDIDir, "cdi-dir", "", "write CDI specs here (e.g. /var/run/cdi) and answer Allocate with CDI devices instead of mounts")
+	flag.StringVar(&opts.HTTPAddr, "http-address", ":9102", "address for /metrics, /healthz and /readyz; empty disables")
+	flag.DurationVar(&opts.ReclaimInterval, "reclaim-interval", 0, "how often to ask PodResources which devices are free (default 5s)")
+	flag.TextVar(&logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
+	flag.StringVar(&logFormat, "log-format", "json", "json or text")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+
+	hopts := &slog.HandlerOptions{Level: logLevel}
+	switch logFormat {
+	case "json":
+		opts.Log = slog.New(slog.NewJSONHandler(os.Stderr, hopts))
+	case "text":
+		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, hopts))
+	default:
+		return fmt.Errorf("-log-format: %q is not json or text", logFormat)
+	}
+	slog.SetDefault(opts.Log)
+
+	opts.Config = config.Default()
+	if cfgPath != "" {
+		c, err := config.Load(cfgPath)
+		if err != nil {
+			return err
+		}
+		opts.Config = c
+	}
+	d, err := daemon.New(opts)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return d.Run(ctx)
+}
