@@ -1,0 +1,263 @@
+package memif
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memifnet/memifnet/pkg/alloc"
+	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
+	"github.com/memifnet/memifnet/pkg/socket"
+)
+
+// runClient connects, serves the connection until it ends, and connects again after
+// ReconnectInterval, until Close.
+func (i *Interface) runClient() {
+	defer close(i.done)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		if err := i.connectOnce(); err != nil {
+			i.setErr(err)
+			var pe *PeerError
+			if errors.As(err, &pe) {
+				i.log.Warn("memif: server refused the connection", "reason", pe.Reason)
+			} else {
+				i.log.Debug("memif: connect attempt failed", "err", err)
+			}
+		}
+		timer.Reset(i.cfg.ReconnectInterval)
+		select {
+		case <-i.stop:
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// connectOnce dials, runs the handshake and serves the connection until it ends. It returns why
+// the attempt failed or the connection ended.
+func (i *Interface) connectOnce() error {
+	ctl, err := socket.Dial(i.cfg.Socket)
+	if err != nil {
+		return err
+	}
+	i.mu.Lock()
+	if i.closed {
+		i.mu.Unlock()
+		ctl.Close()
+		return ErrClosed
+	}
+	i.pending = ctl
+	i.mu.Unlock()
+
+	c, err := i.clientHandshake(ctl)
+	if err != nil {
+		i.mu.Lock()
+		i.pending = nil
+		i.mu.Unlock()
+		ctl.Close()
+		return err
+	}
+	if err := i.attach(c); err != nil {
+		c.close()
+		return err
+	}
+	reason := serveConnected(c.ctl)
+	i.detach(c, reason)
+	return reason
+}
+
+// serveConnected reads the control channel of an established connection until it ends, and says
+// why. Only DISCONNECT is allowed now; anything else is answered with one.
+func serveConnected(ctl *socket.Conn) error {
+	for {
+		m, fd, err := ctl.Recv()
+		closeFd(fd)
+		if err != nil {
+			return fmt.Errorf("control channel closed: %w", err)
+		}
+		if d, ok := m.(socket.Disconnect); ok {
+			return &PeerError{Code: d.Code, Reason: d.Reason}
+		}
+		reason := fmt.Sprintf("unexpected %s message on a connected interface", m.Type())
+		_ = ctl.Send(socket.Disconnect{Reason: reason}, -1)
+		return &protocolError{reason: reason}
+	}
+}
+
+func closeFd(fd int) {
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+}
+
+// clientHandshake runs the client's side of the lock-step handshake on a fresh connection.
+func (i *Interface) clientHandshake(ctl *socket.Conn) (_ *connection, err error) {
+	cfg := i.cfg
+	step := func() { _ = ctl.SetDeadline(time.Now().Add(cfg.HandshakeTimeout)) }
+	step()
+	m, err := recvNoFd(ctl)
+	if err != nil {
+		return nil, err
+	}
+	hello, ok := m.(socket.Hello)
+	if !ok {
+		return nil, refuse(ctl, "expected HELLO, got %s", m.Type())
+	}
+	if hello.MinVersion > socket.Version || hello.MaxVersion < socket.Version {
+		return nil, refuse(ctl, "unsupported protocol versions 0x%04x..0x%04x", hello.MinVersion, hello.MaxVersion)
+	}
+	numS2M := min(cfg.TxQueues, int(hello.MaxS2MRing)+1)
+	numM2S := min(cfg.RxQueues, int(hello.MaxM2SRing)+1)
+	log2 := min(cfg.log2RingSize(), hello.MaxLog2RingSize)
+	if log2 < 1 {
+		return nil, refuse(ctl, "server allows rings of 2^%d entries only", hello.MaxLog2RingSize)
+	}
+	c, err := newClientConnection(cfg, numS2M, numM2S, log2)
+	if err != nil {
+		return nil, refuse(ctl, "client cannot create its memory: %v", err)
+	}
+	if r := c.regions[0]; r.FallbackReason != "" {
+		i.log.Info("memif: region not on hugepages", "reason", r.FallbackReason)
+	}
+	defer func() {
+		if err != nil {
+			c.ctl = nil // the caller closes the socket
+			c.close()
+		}
+	}()
+	c.ctl = ctl
+	c.peerApp = hello.Name
+
+	send := func(msg socket.Msg, fd int) error {
+		step()
+		if err := ctl.Send(msg, fd); err != nil {
+			return err
+		}
+		reply, err := recvNoFd(ctl)
+		if err != nil {
+			return err
+		}
+		want := socket.TypeAck
+		if msg.Type() == socket.TypeConnect {
+			want = socket.TypeConnected
+		}
+		if reply.Type() != want {
+			return refuse(ctl, "expected %s after %s, got %s", want, msg.Type(), reply.Type())
+		}
+		if cd, ok := reply.(socket.Connected); ok {
+			c.peerName = cd.Name
+		}
+		return nil
+	}
+	init := socket.Init{Version: socket.Version, ID: cfg.ID, Mode: uint8(cfg.Mode), Secret: cfg.Secret, Name: cfg.AppName}
+	if err := send(init, -1); err != nil {
+		return nil, err
+	}
+	for k, r := range c.regions {
+		if err := send(socket.AddRegion{Index: uint16(k), Size: uint64(len(r.Mem))}, r.Fd); err != nil {
+			return nil, err
+		}
+	}
+	offsets := c.ringOffsets(log2, cfg.CacheLine)
+	for dir, rings := range [][]ringInfo{c.s2m, c.m2s} {
+		for k, ri := range rings {
+			msg := socket.AddRing{Index: uint16(k), Region: 0, Offset: offsets[dir][k], Log2RingSize: log2}
+			if dir == 0 {
+				msg.Flags = socket.AddRingFlagS2M
+			}
+			if err := send(msg, ri.eventfd); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := send(socket.Connect{Name: cfg.Name}, -1); err != nil {
+		return nil, err
+	}
+	_ = ctl.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// recvNoFd receives a handshake reply, turning a DISCONNECT into a *PeerError. Replies never carry
+// fds: one that does is closed.
+func recvNoFd(ctl *socket.Conn) (socket.Msg, error) {
+	m, fd, err := ctl.Recv()
+	closeFd(fd)
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := m.(socket.Disconnect); ok {
+		return nil, &PeerError{Code: d.Code, Reason: d.Reason}
+	}
+	return m, nil
+}
+
+// refuse tells the peer why we give up and returns that as a protocol error.
+func refuse(ctl *socket.Conn, format string, a ...any) error {
+	err := protoErrorf(format, a...)
+	_ = ctl.Send(socket.Disconnect{Reason: err.Error()}, -1)
+	return err
+}
+
+// newClientConnection lays out the client's memory like DPDK and VPP: one region holding every
+// ring (S2M rings first, then M2S) followed by one buffer per ring slot in the same order, and
+// creates one interrupt eventfd per ring.
+func newClientConnection(cfg Config, numS2M, numM2S int, log2 uint8) (c *connection, err error) {
+	ringBytes := ring.Size(log2, cfg.CacheLine)
+	nrings := numS2M + numM2S
+	bufBase := (nrings*ringBytes + 63) &^ 63
+	slots := 1 << log2
+	size := bufBase + nrings*slots*cfg.BufferSize
+	region, err := alloc.NewRegion("memif-"+cfg.Name, size, cfg.Memory)
+	if err != nil {
+		return nil, err
+	}
+	c = &connection{regions: []*alloc.Region{region}, bufSize: uint32(cfg.BufferSize)}
+	defer func() {
+		if err != nil {
+			c.close()
+		}
+	}()
+	mem := region.Mem
+	for k := range nrings {
+		r, err := ring.New(mem[k*ringBytes:], log2, cfg.CacheLine)
+		if err != nil {
+			return nil, err
+		}
+		r.SetCookie(ring.Cookie)
+		base := uint32(bufBase + k*slots*cfg.BufferSize)
+		for s := range r.Descs {
+			r.Descs[s] = ring.Desc{Length: uint32(cfg.BufferSize), Offset: base + uint32(s*cfg.BufferSize)}
+		}
+		efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+		if err != nil {
+			return nil, fmt.Errorf("create ring eventfd: %w", err)
+		}
+		ri := ringInfo{r: r, eventfd: efd, bufBase: base}
+		if k < numS2M {
+			c.s2m = append(c.s2m, ri)
+		} else {
+			// We receive on M2S rings and poll them: ask the server not to signal.
+			r.StoreFlags(ring.FlagMaskInt)
+			c.m2s = append(c.m2s, ri)
+		}
+	}
+	return c, nil
+}
+
+// ringOffsets gives the region-0 offset of each ring, by direction (0 = S2M, 1 = M2S).
+func (c *connection) ringOffsets(log2 uint8, cacheLine int) [2][]uint32 {
+	stride := uint32(ring.Size(log2, cacheLine))
+	var o [2][]uint32
+	for k := range c.s2m {
+		o[0] = append(o[0], uint32(k)*stride)
+	}
+	for k := range c.m2s {
+		o[1] = append(o[1], uint32(len(c.s2m)+k)*stride)
+	}
+	return o
+}

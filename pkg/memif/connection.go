@@ -1,0 +1,59 @@
+package memif
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memifnet/memifnet/pkg/alloc"
+	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
+	"github.com/memifnet/memifnet/pkg/socket"
+)
+
+// connection holds what one established (or establishing) memif connection owns: the control
+// socket, the mapped regions and the rings with their eventfds. close releases all of it.
+type connection struct {
+	ctl     *socket.Conn
+	regions []*alloc.Region
+	s2m     []ringInfo // client -> server rings
+	m2s     []ringInfo // server -> client rings
+
+	// own-buffer layout (client): buffers of ring i of direction d start at bufBase[d][i]
+	bufSize uint32
+
+	peerName, peerApp string
+}
+
+type ringInfo struct {
+	r       ring.Ring
+	eventfd int
+	bufBase uint32 // client only: offset of this ring's first buffer in region 0
+}
+
+func (c *connection) mems() [][]byte {
+	m := make([][]byte, len(c.regions))
+	for i, r := range c.regions {
+		m[i] = r.Mem
+	}
+	return m
+}
+
+// close releases every resource. The queues must have been parked first.
+func (c *connection) close() error {
+	var errs []error
+	if c.ctl != nil {
+		errs = append(errs, c.ctl.Close())
+	}
+	for _, rs := range [][]ringInfo{c.s2m, c.m2s} {
+		for _, r := range rs {
+			if r.eventfd >= 0 {
+				errs = append(errs, unix.Close(r.eventfd))
+			}
+		}
+	}
+	for _, r := range c.regions {
+		errs = append(errs, r.Close())
+	}
+	c.s2m, c.m2s, c.regions = nil, nil, nil
+	return errors.Join(errs...)
+}

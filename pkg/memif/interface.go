@@ -1,0 +1,299 @@
+package memif
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
+	"github.com/memifnet/memifnet/pkg/socket"
+)
+
+// Interface is one memif interface. A client dials its socket, negotiates, and re-connects on its
+// own after the server goes away; a server waits for its client on a socket it may share with
+// other interfaces. Packets flow through its queues while the link is up.
+type Interface struct {
+	cfg Config
+	log *slog.Logger
+	rx  []*RxQueue
+	tx  []*TxQueue
+
+	mu      sync.Mutex
+	closed  bool
+	pending *socket.Conn // a handshake in progress (it also claims a server's id)
+	conn    *connection  // the established connection; nil while down
+	lastErr error        // why the last attempt failed or the last connection ended
+	changed chan struct{}
+	link    LinkInfo
+
+	stop chan struct{} // client: closed by Close
+	done chan struct{} // client: closed when the connect loop has ended
+	srv  *serverSocket // server: the shared listener
+}
+
+// LinkInfo describes the current connection.
+type LinkInfo struct {
+	PeerName   string // the peer's interface name (CONNECT/CONNECTED)
+	PeerApp    string // the peer's application name (HELLO/INIT)
+	RxQueues   int    // negotiated queues, from this side's point of view
+	TxQueues   int
+	RingSize   int
+	Regions    int
+	HugePages  bool // a client's region is backed by hugepages
+	Generation int  // counts connections since Open
+}
+
+// Open creates the interface and starts connecting (client) or listening (server). It fails only
+// on a bad config or when a server's socket cannot be bound; a client whose server is not there
+// yet keeps trying in the background.
+func Open(cfg Config) (*Interface, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	i := &Interface{
+		cfg:     cfg,
+		log:     cfg.Logger.With("memif", cfg.Name, "role", cfg.Role.String(), "socket", cfg.Socket, "id", cfg.ID),
+		changed: make(chan struct{}),
+	}
+	i.rx = make([]*RxQueue, cfg.RxQueues)
+	for k := range i.rx {
+		i.rx[k] = &RxQueue{index: k}
+		i.rx[k].guard.Store(guardDown)
+		i.rx[k].eventfd = -1
+	}
+	i.tx = make([]*TxQueue, cfg.TxQueues)
+	for k := range i.tx {
+		i.tx[k] = &TxQueue{index: k}
+		i.tx[k].guard.Store(guardDown)
+		i.tx[k].eventfd = -1
+	}
+	if cfg.Role == RoleServer {
+		srv, err := registerServer(i)
+		if err != nil {
+			return nil, err
+		}
+		i.srv = srv
+		return i, nil
+	}
+	i.stop = make(chan struct{})
+	i.done = make(chan struct{})
+	go i.runClient()
+	return i, nil
+}
+
+// Config returns the interface's configuration with defaults filled in.
+func (i *Interface) Config() Config { return i.cfg }
+
+// RxQueue returns receive queue n (0 <= n < Config().RxQueues). Queues beyond the negotiated
+// count stay down.
+func (i *Interface) RxQueue(n int) *RxQueue { return i.rx[n] }
+
+// TxQueue returns transmit queue n (0 <= n < Config().TxQueues).
+func (i *Interface) TxQueue(n int) *TxQueue { return i.tx[n] }
+
+// Up reports whether the link is connected.
+func (i *Interface) Up() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.conn != nil
+}
+
+// Link describes the current connection; ok is false while down.
+func (i *Interface) Link() (info LinkInfo, ok bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.link, i.conn != nil
+}
+
+// Err is why the last connection attempt failed or the last connection ended (nil if none has).
+func (i *Interface) Err() error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.lastErr
+}
+
+// Changed returns a channel that is closed at the next change of state: link up, link down,
+// a failed attempt, or Close.
+func (i *Interface) Changed() <-chan struct{} {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.changed
+}
+
+// WaitUp waits until the link is up. It returns early with a *PeerError when the peer refused the
+// latest attempt (a wrong secret, an unknown id: the reason is the peer's), with ErrClosed after
+// Close, or with the context's error. A client goes on retrying after a refusal regardless.
+func (i *Interface) WaitUp(ctx context.Context) error {
+	for {
+		i.mu.Lock()
+		up, closed, err, ch := i.conn != nil, i.closed, i.lastErr, i.changed
+		i.mu.Unlock()
+		var pe *PeerError
+		switch {
+		case closed:
+			return ErrClosed
+		case up:
+			return nil
+		case errors.As(err, &pe) && i.cfg.Role == RoleClient:
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("memif %s: waiting for link up: %w (last error: %v)", i.cfg.Name, ctx.Err(), err)
+		case <-ch:
+		}
+	}
+}
+
+// broadcast wakes everyone waiting on Changed. Call with mu held.
+func (i *Interface) broadcast() {
+	close(i.changed)
+	i.changed = make(chan struct{})
+}
+
+// setErr records a failed attempt. Call without mu.
+func (i *Interface) setErr(err error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.lastErr = err
+	i.broadcast()
+}
+
+// attach installs an established connection into the queues and marks the link up. It fails if
+// the interface was closed meanwhile.
+func (i *Interface) attach(c *connection) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.closed {
+		return ErrClosed
+	}
+	var rxRings, txRings []ringInfo
+	if i.cfg.Role == RoleClient {
+		rxRings, txRings = c.m2s, c.s2m
+	} else {
+		rxRings, txRings = c.s2m, c.m2s
+	}
+	mems := c.mems()
+	client := i.cfg.Role == RoleClient
+	for k, ri := range rxRings {
+		q := i.rx[k]
+		q.setConn(ri, mems, client, c.bufSize)
+		if client {
+			q.refill() // arm the whole ring at once, so the server can send before our first poll
+		}
+		q.unpark()
+	}
+	for k, ri := range txRings {
+		q := &i.tx[k].queue
+		q.setConn(ri, mems, client, c.bufSize)
+		q.unpark()
+	}
+	i.pending = nil
+	i.conn = c
+	i.lastErr = nil
+	i.link = LinkInfo{
+		PeerName:   c.peerName,
+		PeerApp:    c.peerApp,
+		RxQueues:   len(rxRings),
+		TxQueues:   len(txRings),
+		RingSize:   rxRings[0].r.Size(),
+		Regions:    len(c.regions),
+		HugePages:  client && c.regions[0].Huge,
+		Generation: i.link.Generation + 1,
+	}
+	i.broadcast()
+	i.log.Info("memif link up", "peer", c.peerName, "peer_app", c.peerApp,
+		"rx_queues", len(rxRings), "tx_queues", len(txRings), "ring_size", i.link.RingSize)
+	return nil
+}
+
+// setConn points the queue at a ring of a new connection. The queue must be parked.
+func (q *queue) setConn(ri ringInfo, mems [][]byte, client bool, bufSize uint32) {
+	q.ring = ri.r
+	q.regions = mems
+	q.client = client
+	q.eventfd = ri.eventfd
+	q.bufRegion = 0
+	q.bufBase = ri.bufBase
+	q.bufSize = bufSize
+	q.bufs = nil
+	if client {
+		q.bufs = mems[0]
+	}
+	q.cursor, q.head = 0, 0
+	if !client {
+		// The tail is ours; start where the ring says, as the client initialised it.
+		q.cursor = ri.r.LoadTail()
+	}
+}
+
+// detach takes the connection down: queues parked, memory unmapped, fds closed.
+func (i *Interface) detach(c *connection, reason error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.pending == c.ctl {
+		i.pending = nil
+	}
+	if i.conn != c {
+		return
+	}
+	for _, q := range i.rx {
+		q.park()
+	}
+	for _, q := range i.tx {
+		q.park()
+	}
+	for _, q := range i.rx {
+		q.clearConn()
+	}
+	for _, q := range i.tx {
+		q.clearConn()
+	}
+	if err := c.close(); err != nil {
+		i.log.Warn("memif: releasing connection resources", "err", err)
+	}
+	i.conn = nil
+	i.lastErr = reason
+	i.broadcast()
+	i.log.Info("memif link down", "reason", reason)
+}
+
+// clearConn drops the queue's references to unmapped memory. The queue must be parked.
+func (q *queue) clearConn() {
+	q.ring = ring.Ring{}
+	q.regions, q.bufs = nil, nil
+	q.eventfd = -1
+}
+
+// Close disconnects (sending DISCONNECT with a reason to the peer), stops reconnecting, releases
+// all memory and, for the last server interface on a socket, stops listening.
+func (i *Interface) Close() error {
+	i.mu.Lock()
+	if i.closed {
+		i.mu.Unlock()
+		return nil
+	}
+	i.closed = true
+	ctl := i.pending
+	if i.conn != nil {
+		ctl = i.conn.ctl
+	}
+	i.broadcast()
+	i.mu.Unlock()
+
+	if ctl != nil {
+		// Best effort: the peer may be gone already.
+		_ = ctl.Send(socket.Disconnect{Reason: "interface closed"}, -1)
+		ctl.Close() // wakes the goroutine serving the connection, which detaches it
+	}
+	if i.cfg.Role == RoleClient {
+		close(i.stop)
+		<-i.done
+	} else {
+		i.srv.unregister(i)
+	}
+	return nil
+}

@@ -1,0 +1,11 @@
+#include "textflag.h"
+
+// func store16(addr *uint16, v uint16)
+// A plain MOVW: on x86-TSO a store is never reordered with earlier loads or stores, so this is a
+// store-release. Being an assembly function, it is never inlined, and the Go compiler keeps every
+// memory access written before the call before it.
+TEXT ·store16(SB), NOSPLIT, $0-10
+	MOVQ addr+0(FP), AX
+	MOVW v+8(FP), BX
+	MOVW BX, (AX)
+	RET

@@ -1,0 +1,8 @@
+//go:build amd64 || arm64
+
+package ring
+
+// store16 is a 16-bit store-release; see the package comment for why it is assembly.
+//
+//go:noescape
+func store16(addr *uint16, v uint16)

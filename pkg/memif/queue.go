@@ -1,0 +1,151 @@
+package memif
+
+import (
+	"encoding/binary"
+	"runtime"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
+)
+
+// Stats are one queue's counters since the interface was opened. They survive reconnects.
+type Stats struct {
+	Packets  uint64 // packets received (Rx) or queued to the peer (Tx)
+	Bytes    uint64 // payload bytes of those packets
+	Drops    uint64 // packets lost: bad descriptors, too large for the caller's buffer, or unsendable
+	BadDescs uint64 // descriptors from the peer that failed validation (region, offset, length)
+	NoBuf    uint64 // Tx: bursts cut short by a full ring; Rx: refills short of buffers
+}
+
+// Guard states of a queue. The data path and the control goroutine hand the queue's connection
+// state over through this word, so that a disconnect can never unmap memory under a running burst.
+const (
+	guardIdle     int32 = iota // connected, no burst running
+	guardBusy                  // a burst (or a Stats reader) owns the queue
+	guardDown                  // not connected: the control goroutine owns the connection state
+	guardDownBusy              // not connected and a Stats reader is looking
+)
+
+// queue is what RxQueue and TxQueue share: the guard, the ring of the current connection and the
+// private cursors. Fields below guard are written only by whoever holds the guard.
+type queue struct {
+	guard atomic.Int32
+
+	ring    ring.Ring
+	regions [][]byte // every region of the connection, by index
+	client  bool     // we are the client: we write head and own the buffers
+	eventfd int      // the ring's interrupt eventfd
+
+	// The client's own buffers for this ring: buffer of slot s is at bufBase+s*bufSize in region
+	// bufRegion. Never read back from shared memory, where the peer could change it.
+	bufRegion uint16
+	bufBase   uint32
+	bufSize   uint32
+	bufs      []byte // region bufRegion, for the client's own writes
+
+	cursor uint16 // next descriptor to consume (Rx) or produce (Tx)
+	head   uint16 // client Rx: slots armed for the server up to here
+
+	stats Stats
+}
+
+// acquire takes the queue for a burst; false means the queue is not connected.
+func (q *queue) acquire() bool {
+	for {
+		if q.guard.CompareAndSwap(guardIdle, guardBusy) {
+			return true
+		}
+		if g := q.guard.Load(); g == guardDown || g == guardDownBusy {
+			return false
+		}
+		// Another goroutine holds the queue: a Stats reader, or a caller breaking the one-owner
+		// rule. Either way it is brief.
+		runtime.Gosched()
+	}
+}
+
+func (q *queue) release() { q.guard.Store(guardIdle) }
+
+// park takes the queue away from the data path (control side) and waits for a running burst.
+func (q *queue) park() {
+	for !q.guard.CompareAndSwap(guardIdle, guardDown) {
+		if q.guard.Load() == guardDown {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// unpark hands the queue, with fresh connection state, to the data path.
+func (q *queue) unpark() {
+	for !q.guard.CompareAndSwap(guardDown, guardIdle) {
+		runtime.Gosched() // a Stats reader holds guardDownBusy
+	}
+}
+
+// Stats returns the queue's counters. It may be called from any goroutine.
+func (q *queue) Stats() Stats {
+	for {
+		if q.guard.CompareAndSwap(guardIdle, guardBusy) {
+			s := q.stats
+			q.guard.Store(guardIdle)
+			return s
+		}
+		if q.guard.CompareAndSwap(guardDown, guardDownBusy) {
+			s := q.stats
+			q.guard.Store(guardDown)
+			return s
+		}
+		runtime.Gosched()
+	}
+}
+
+// Up reports whether the queue is connected to a peer ring.
+func (q *queue) Up() bool {
+	g := q.guard.Load()
+	return g == guardIdle || g == guardBusy
+}
+
+// span is the part of a region that a descriptor of the peer names, or false if it does not lie
+// inside a region or is empty. Bounds are computed in 64 bits.
+func (q *queue) span(region uint16, offset, length uint32) ([]byte, bool) {
+	if int(region) >= len(q.regions) || length == 0 {
+		return nil, false
+	}
+	r := q.regions[region]
+	end := uint64(offset) + uint64(length)
+	if end > uint64(len(r)) {
+		return nil, false
+	}
+	return r[offset:end:end], true
+}
+
+var eventfdOne = func() (b [8]byte) { binary.NativeEndian.PutUint64(b[:], 1); return }()
+
+// notify signals the peer after publishing, unless it polls (MASK_INT).
+func (q *queue) notify() {
+	if q.ring.LoadFlags()&ring.FlagMaskInt == 0 && q.eventfd >= 0 {
+		// EAGAIN means the counter is saturated: the peer has been signalled already.
+		_, _ = unix.Write(q.eventfd, eventfdOne[:])
+	}
+}
+
+// RxQueue receives packets. It has one owner: call RxBurst from one goroutine at a time.
+type RxQueue struct {
+	queue
+	index int
+}
+
+// TxQueue sends packets. It has one owner: call TxBurst from one goroutine at a time.
+type TxQueue struct {
+	queue
+	index int
+}
+
+// Index is the queue number.
+func (q *RxQueue) Index() int { return q.index }
+
+// Index is the queue number.
+func (q *TxQueue) Index() int { return q.index }
