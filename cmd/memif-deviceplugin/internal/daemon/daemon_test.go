@@ -1,0 +1,507 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/devinfo"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/kubelettest"
+)
+
+const socketRes = "memifnet.io/socket"
+
+type env struct {
+	root, kubeletDir, stateDir, devinfoDir, sysfs string
+	kubelet                                       *kubelettest.Kubelet
+	podres                                        *kubelettest.PodResources
+}
+
+// newEnv makes a temp host: kubelet dir with a Registration and a
+// PodResources stand-in, a state dir and a fake sysfs with nodes NUMA nodes.
+func newEnv(t *testing.T, nodes int) *env {
+	t.Helper()
+	root, err := os.MkdirTemp("", "mdp") // short: socket paths must fit in 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	e := &env{root: root, kubeletDir: filepath.Join(root, "kubelet"), stateDir: filepath.Join(root, "state"),
+		devinfoDir: filepath.Join(root, "devinfo"), sysfs: filepath.Join(root, "sys")}
+	for n := range nodes {
+		if err := os.MkdirAll(filepath.Join(e.sysfs, "devices/system/node", "node"+string(rune('0'+n))), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.kubelet = kubelettest.StartKubelet(t, filepath.Join(e.kubeletDir, "device-plugins"))
+	e.podres = kubelettest.StartPodResources(t, filepath.Join(e.kubeletDir, "pod-resources", "kubelet.sock"))
+	return e
+}
+
+func testLog(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func (e *env) options(t *testing.T, slots int) Options {
+	return Options{
+		Config:     config.Config{SocketSlots: slots},
+		KubeletDir: e.kubeletDir, StateDir: e.stateDir, SysfsRoot: e.sysfs, DevinfoDir: e.devinfoDir,
+		HealthInterval: 50 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond,
+		ReclaimGrace: time.Nanosecond, Log: testLog(t),
+	}
+}
+
+// start runs a daemon; the returned stop ends it and waits.
+func start(t *testing.T, o Options) (*Daemon, func()) {
+	t.Helper()
+	d, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("daemon did not stop within 5s")
+		}
+	}
+	t.Cleanup(stop)
+	return d, stop
+}
+
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func allocate(t *testing.T, c pluginapi.DevicePluginClient, ctrs ...[]string) *pluginapi.AllocateResponse {
+	t.Helper()
+	req := &pluginapi.AllocateRequest{}
+	for _, ids := range ctrs {
+		req.ContainerRequests = append(req.ContainerRequests, &pluginapi.ContainerAllocateRequest{DevicesIds: ids})
+	}
+	resp, err := c.Allocate(context.Background(), req)
+	if err != nil {
+		t.Fatalf("allocate %v: %v", ctrs, err)
+	}
+	return resp
+}
+
+func TestRegisterListAllocate(t *testing.T) {
+	e := newEnv(t, 1)
+	start(t, e.options(t, 8))
+	reg := e.kubelet.WaitRegistration(t, 2*time.Second)
+	if reg.Version != pluginapi.Version || reg.ResourceName != socketRes || reg.Endpoint != "memifnet.io-socket.sock" ||
+		!reg.Options.GetPreferredAllocationAvailable {
+		t.Fatalf("registration %+v", reg)
+	}
+	c := e.kubelet.Dial(t, reg.Endpoint)
+	opts, err := c.GetDevicePluginOptions(context.Background(), &pluginapi.Empty{})
+	if err != nil || !opts.GetPreferredAllocationAvailable {
+		t.Fatalf("options %v %v", opts, err)
+	}
+	devs := kubelettest.ListAndWatch(t, c).WaitFor(t, time.Second, "8 healthy slots", func(m map[string]*pluginapi.Device) bool {
+		return len(m) == 8
+	})
+	for _, id := range []string{"slot-000", "slot-007"} {
+		d := devs[id]
+		if d == nil || d.Health != pluginapi.Healthy || d.Topology.Nodes[0].ID != 0 {
+			t.Fatalf("device %s: %v", id, d)
+		}
+	}
+
+	resp := allocate(t, c, []string{"slot-000", "slot-003"}, []string{"slot-005"})
+	if len(resp.ContainerResponses) != 2 {
+		t.Fatalf("responses %v", resp)
+	}
+	c0, c1 := resp.ContainerResponses[0], resp.ContainerResponses[1]
+	if got := c0.Envs["MEMIFNET_SOCKETS"]; got != "slot-000,slot-003" {
+		t.Fatalf("env %q", got)
+	}
+	if got := c1.Envs["MEMIFNET_SOCKETS"]; got != "slot-005" {
+		t.Fatalf("env %q", got)
+	}
+	wantMounts := []*pluginapi.Mount{
+		{HostPath: filepath.Join(e.stateDir, "sockets/slot-000"), ContainerPath: "/run/memifnet/slot-000"},
+		{HostPath: filepath.Join(e.stateDir, "sockets/slot-003"), ContainerPath: "/run/memifnet/slot-003"},
+	}
+	if len(c0.Mounts) != 2 {
+		t.Fatalf("mounts %v", c0.Mounts)
+	}
+	for i, m := range c0.Mounts {
+		if m.HostPath != wantMounts[i].HostPath || m.ContainerPath != wantMounts[i].ContainerPath || m.ReadOnly {
+			t.Fatalf("mount %d: %v want %v", i, m, wantMounts[i])
+		}
+		if fi, err := os.Stat(m.HostPath); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o777 {
+			t.Fatalf("slot dir %s: %v %v", m.HostPath, fi, err)
+		}
+	}
+	for _, id := range []string{"slot-000", "slot-003", "slot-005"} {
+		b, err := os.ReadFile(filepath.Join(e.devinfoDir, "memifnet.io-socket-"+id+"-device.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info devinfo.Info
+		if err := json.Unmarshal(b, &info); err != nil {
+			t.Fatal(err)
+		}
+		want := devinfo.Info{Type: "memif", Version: "1.1.0", Memif: &devinfo.Memif{Role: "slave", Path: "/run/memifnet/" + id + "/memif.sock", Mode: "ethernet"}}
+		if !reflect.DeepEqual(info, want) {
+			t.Fatalf("device-info %s: %+v", id, info)
+		}
+	}
+	if _, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"slot-001", "slot-099"}}}}); err == nil || !strings.Contains(err.Error(), "slot-099") {
+		t.Fatalf("unknown device: %v", err)
+	}
+}
+
+func TestHealthFollowsSlotDirectory(t *testing.T) {
+	e := newEnv(t, 1)
+	o := e.options(t, 4)
+	start(t, o)
+	reg := e.kubelet.WaitRegistration(t, 2*time.Second)
+	c := e.kubelet.Dial(t, reg.Endpoint)
+	w := kubelettest.ListAndWatch(t, c)
+	healthy := func(id string, want string) func(m map[string]*pluginapi.Device) bool {
+		return func(m map[string]*pluginapi.Device) bool { return m[id] != nil && m[id].Health == want }
+	}
+	w.WaitFor(t, time.Second, "slot-002 healthy", healthy("slot-002", pluginapi.Healthy))
+	dir := filepath.Join(e.stateDir, "sockets", "slot-002")
+
+	damage := []struct {
+		name           string
+		damage, repair func() error
+	}{
+		{"removed", func() error { return os.RemoveAll(dir) }, func() error {
+			if err := os.Mkdir(dir, 0o777); err != nil {
+				return err
+			}
+			return os.Chmod(dir, 0o777)
+		}},
+		{"file", func() error {
+			if err := os.RemoveAll(dir); err != nil {
+				return err
+			}
+			return os.WriteFile(dir, nil, 0o644)
+		}, func() error {
+			if err := os.Remove(dir); err != nil {
+				return err
+			}
+			if err := os.Mkdir(dir, 0o777); err != nil {
+				return err
+			}
+			return os.Chmod(dir, 0o777)
+		}},
+		{"mode", func() error { return os.Chmod(dir, 0o700) }, func() error { return os.Chmod(dir, 0o777) }},
+	}
+	for _, d := range damage {
+		if err := d.damage(); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		w.WaitFor(t, time.Second, "slot-002 unhealthy after "+d.name, healthy("slot-002", pluginapi.Unhealthy))
+		t.Logf("%s: unhealthy after %v", d.name, time.Since(t0))
+		if _, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"slot-002"}}}}); err == nil {
+			t.Fatalf("%s: allocate of unhealthy slot succeeded", d.name)
+		}
+		if err := d.repair(); err != nil {
+			t.Fatal(err)
+		}
+		t0 = time.Now()
+		w.WaitFor(t, time.Second, "slot-002 healthy after repair of "+d.name, healthy("slot-002", pluginapi.Healthy))
+		t.Logf("%s: healthy after %v", d.name, time.Since(t0))
+	}
+	allocate(t, c, []string{"slot-002"})
+}
+
+// TestScrubBetweenTenants writes as one tenant and reads as the next, once
+// with the scrub at Allocate (no PodResources answer) and once in the
+// background after PodResources stops listing the slot.
+func TestScrubBetweenTenants(t *testing.T) {
+	for _, background := range []bool{false, true} {
+		name := map[bool]string{false: "at allocate", true: "background"}[background]
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, 1)
+			o := e.options(t, 4)
+			if !background {
+				// Nobody answers: scrubs happen in Allocate only.
+				o.KubeletDir = e.kubeletDir
+				e.podres.Hold(socketRes, "slot-000", "slot-001", "slot-002", "slot-003")
+			}
+			d, _ := start(t, o)
+			reg := e.kubelet.WaitRegistration(t, 2*time.Second)
+			c := e.kubelet.Dial(t, reg.Endpoint)
+			res := d.Resources()[0]
+			if !background {
+				// The first start counts every slot dirty; once held by a pod none is reclaimed.
+				e.podres.WaitLists(t, 2, 2*time.Second)
+			} else {
+				eventually(t, 2*time.Second, "all slots reclaimed at start", func() bool { return res.Stats().Dirty == 0 })
+			}
+
+			// Tenant A.
+			resp := allocate(t, c, []string{"slot-001"})
+			host := resp.ContainerResponses[0].Mounts[0].HostPath
+			e.podres.Hold(socketRes, "slot-001")
+			secret := []byte("tenant A secret")
+			must(t, os.WriteFile(filepath.Join(host, "port.json"), secret, 0o600))
+			must(t, os.MkdirAll(filepath.Join(host, "deep/er"), 0o755))
+			must(t, os.WriteFile(filepath.Join(host, "deep/er/f"), secret, 0o600))
+			lis, err := net.Listen("unix", filepath.Join(host, "memif.sock"))
+			must(t, err)
+			lis.(*net.UnixListener).SetUnlinkOnClose(false)
+			lis.Close()
+			// A link directory bind-mounted into the slot by the CNI: the
+			// scrub must unmount it, not delete the link's files.
+			link := filepath.Join(e.root, "links", "ns", "chain-1")
+			must(t, os.MkdirAll(link, 0o755))
+			must(t, os.WriteFile(filepath.Join(link, "keep"), secret, 0o600))
+			must(t, os.Mkdir(filepath.Join(host, "link"), 0o755))
+			mounted := unix.Mount(link, filepath.Join(host, "link"), "", unix.MS_BIND, "") == nil
+			if mounted {
+				t.Cleanup(func() { _ = unix.Unmount(filepath.Join(host, "link"), unix.MNT_DETACH) })
+			}
+
+			if background {
+				// Still held: a reclaim pass must leave it alone.
+				e.podres.WaitLists(t, 3, 2*time.Second)
+				if _, err := os.Stat(filepath.Join(host, "port.json")); err != nil {
+					t.Fatalf("slot in use was scrubbed: %v", err)
+				}
+				e.podres.Hold(socketRes)
+				eventually(t, 2*time.Second, "background scrub", func() bool { return res.Stats().BackgroundScrub >= 5 })
+			}
+			syncBefore := res.Stats().SyncScrubs
+
+			// Tenant B.
+			resp = allocate(t, c, []string{"slot-001"})
+			ents, err := os.ReadDir(resp.ContainerResponses[0].Mounts[0].HostPath)
+			must(t, err)
+			if len(ents) != 0 {
+				t.Fatalf("tenant B sees %v", ents)
+			}
+			if b, err := os.ReadFile(filepath.Join(link, "keep")); err != nil || string(b) != string(secret) {
+				t.Fatalf("link dir damaged by scrub: %q %v (bind mount made: %v)", b, err, mounted)
+			}
+			wantSync := syncBefore + 1
+			if background {
+				wantSync = syncBefore
+			}
+			if got := res.Stats().SyncScrubs; got != wantSync {
+				t.Fatalf("allocate scrubs %d, want %d", got, wantSync)
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPreferredAllocationTwoNUMANodes(t *testing.T) {
+	e := newEnv(t, 2)
+	start(t, e.options(t, 8))
+	reg := e.kubelet.WaitRegistration(t, 2*time.Second)
+	c := e.kubelet.Dial(t, reg.Endpoint)
+	devs := kubelettest.ListAndWatch(t, c).WaitFor(t, time.Second, "8 slots", func(m map[string]*pluginapi.Device) bool { return len(m) == 8 })
+	for id, d := range devs {
+		want := int64(0)
+		if id >= "slot-004" {
+			want = 1
+		}
+		if got := d.Topology.Nodes[0].ID; got != want {
+			t.Fatalf("%s on node %d, want %d", id, got, want)
+		}
+	}
+	all := []string{"slot-000", "slot-001", "slot-002", "slot-003", "slot-004", "slot-005", "slot-006", "slot-007"}
+	for _, tc := range []struct {
+		avail, must, want []string
+		size              int32
+	}{
+		{all, nil, []string{"slot-000", "slot-001", "slot-002"}, 3},
+		{all, []string{"slot-006"}, []string{"slot-006", "slot-004", "slot-005"}, 3},
+		{[]string{"slot-000", "slot-001", "slot-004", "slot-005", "slot-006"}, nil, []string{"slot-004", "slot-005", "slot-006"}, 3},
+		{[]string{"slot-000", "slot-004", "slot-005"}, nil, []string{"slot-004", "slot-005", "slot-000"}, 3},
+	} {
+		resp, err := c.GetPreferredAllocation(context.Background(), &pluginapi.PreferredAllocationRequest{
+			ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
+				AvailableDeviceIDs: tc.avail, MustIncludeDeviceIDs: tc.must, AllocationSize: tc.size,
+			}},
+		})
+		must(t, err)
+		if got := resp.ContainerResponses[0].DeviceIDs; !reflect.DeepEqual(got, tc.want) {
+			t.Fatalf("avail %v must %v: got %v want %v", tc.avail, tc.must, got, tc.want)
+		}
+	}
+}
+
+func TestKubeletRestart50(t *testing.T) {
+	e := newEnv(t, 1)
+	d, _ := start(t, e.options(t, 4))
+	k := e.kubelet
+	k.WaitRegistration(t, 2*time.Second)
+	srv := d.Servers()[0]
+	eventually(t, time.Second, "first registration", func() bool { return srv.Registrations() == 1 })
+	var worst time.Duration
+	for i := range 50 {
+		before := srv.Registrations()
+		t0 := time.Now()
+		k = k.Restart(t)
+		reg := k.WaitRegistration(t, time.Second)
+		if dt := time.Since(t0); dt > worst {
+			worst = dt
+		}
+		if reg.ResourceName != socketRes {
+			t.Fatalf("restart %d: registration %v", i, reg)
+		}
+		// Let the Register reply reach the plugin before the next restart
+		// cuts the connection.
+		eventually(t, time.Second, "plugin saw its registration", func() bool { return srv.Registrations() > before })
+	}
+	t.Logf("worst re-registration after kubelet restart: %v", worst)
+	c := k.Dial(t, "memifnet.io-socket.sock")
+	kubelettest.ListAndWatch(t, c).WaitFor(t, time.Second, "devices after restarts", func(m map[string]*pluginapi.Device) bool { return len(m) == 4 })
+	allocate(t, c, []string{"slot-000"})
+	if got := srv.Registrations(); got < 51 {
+		t.Fatalf("registrations %d", got)
+	}
+
+	// The plugin's own socket removed while the kubelet stays.
+	t0 := time.Now()
+	must(t, os.Remove(filepath.Join(k.Dir, "memifnet.io-socket.sock")))
+	k.WaitRegistration(t, time.Second)
+	t.Logf("re-registration after own socket removal: %v", time.Since(t0))
+	eventually(t, time.Second, "socket served again", func() bool {
+		_, err := os.Stat(filepath.Join(k.Dir, "memifnet.io-socket.sock"))
+		return err == nil
+	})
+}
+
+func TestPluginRestartKeepsSlotsInUse(t *testing.T) {
+	e := newEnv(t, 1)
+	o := e.options(t, 4)
+	d, stop := start(t, o)
+	reg := e.kubelet.WaitRegistration(t, 2*time.Second)
+	eventually(t, 2*time.Second, "initial reclaim", func() bool { return d.Resources()[0].Stats().Dirty == 0 })
+	c := e.kubelet.Dial(t, reg.Endpoint)
+	resp := allocate(t, c, []string{"slot-002"})
+	e.podres.Hold(socketRes, "slot-002")
+	data := filepath.Join(resp.ContainerResponses[0].Mounts[0].HostPath, "port.json")
+	must(t, os.WriteFile(data, []byte("in use"), 0o600))
+	stop()
+
+	d2, _ := start(t, o)
+	e.kubelet.WaitRegistration(t, 2*time.Second)
+	e.podres.WaitLists(t, 3, 2*time.Second)
+	if b, err := os.ReadFile(data); err != nil || string(b) != "in use" {
+		t.Fatalf("slot in use lost after plugin restart: %q %v", b, err)
+	}
+	if got := d2.Resources()[0].Stats().Dirty; got != 1 {
+		t.Fatalf("dirty after restart %d, want 1", got)
+	}
+	// The pod goes away: now it is scrubbed.
+	e.podres.Hold(socketRes)
+	eventually(t, 2*time.Second, "scrub after the pod left", func() bool {
+		_, err := os.Stat(data)
+		return os.IsNotExist(err)
+	})
+}
+
+// TestLostStateScrubsNothingHeld: without its state file the plugin treats
+// every slot as dirty and scrubs only what PodResources says nobody holds.
+func TestLostStateScrubsNothingHeld(t *testing.T) {
+	e := newEnv(t, 1)
+	o := e.options(t, 4)
+	e.podres.Hold(socketRes, "slot-003")
+	must(t, os.MkdirAll(filepath.Join(e.stateDir, "sockets/slot-003"), 0o777))
+	must(t, os.MkdirAll(filepath.Join(e.stateDir, "sockets/slot-000"), 0o777))
+	held := filepath.Join(e.stateDir, "sockets/slot-003/port.json")
+	free := filepath.Join(e.stateDir, "sockets/slot-000/port.json")
+	must(t, os.WriteFile(held, []byte("x"), 0o600))
+	must(t, os.WriteFile(free, []byte("x"), 0o600))
+	d, _ := start(t, o)
+	eventually(t, 2*time.Second, "free slots reclaimed", func() bool { return d.Resources()[0].Stats().Dirty == 1 })
+	if _, err := os.Stat(held); err != nil {
+		t.Fatalf("held slot scrubbed: %v", err)
+	}
+	if _, err := os.Stat(free); !os.IsNotExist(err) {
+		t.Fatalf("free slot not scrubbed: %v", err)
+	}
+}
+
+func TestMetricsAndProbes(t *testing.T) {
+	e := newEnv(t, 1)
+	d, _ := start(t, e.options(t, 2))
+	srv := httptest.NewServer(d.Handler())
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		resp, err := srv.Client().Get(srv.URL + path)
+		must(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Fatalf("healthz %d", code)
+	}
+	reg := e.kubelet.WaitRegistration(t, 2*time.Second)
+	eventually(t, time.Second, "ready", func() bool { code, _ := get("/readyz"); return code == 200 })
+	allocate(t, e.kubelet.Dial(t, reg.Endpoint), []string{"slot-001"})
+	_, body := get("/metrics")
+	for _, want := range []string{
+		`memifnet_deviceplugin_allocations_total{resource="memifnet.io/socket"} 1`,
+		`memifnet_deviceplugin_devices{resource="memifnet.io/socket",health="healthy"} 2`,
+		`memifnet_deviceplugin_registered{resource="memifnet.io/socket"} 1`,
+		`# TYPE memifnet_deviceplugin_scrubs_total counter`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("metrics lack %q:\n%s", want, body)
+		}
+	}
+}
+
+func TestBadConfigStopsStart(t *testing.T) {
+	e := newEnv(t, 1)
+	o := e.options(t, 2)
+	o.Config.Pools = []config.Pool{{Name: "Bad_Name", PageSize: config.Quantity{Bytes: 2 << 20}, UnitSize: config.Quantity{Bytes: 4 << 20}}}
+	if _, err := New(o); err == nil || !strings.Contains(err.Error(), "pools[0].name") {
+		t.Fatalf("got %v", err)
+	}
+}
