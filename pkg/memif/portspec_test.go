@@ -1,0 +1,154 @@
+package memif_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memifnet/memifnet/pkg/memif"
+	"github.com/memifnet/memifnet/pkg/memif/memiftest"
+)
+
+const goodSpec = `{"version":"1","name":"east","role":"server","mode":"ethernet","id":3,
+"socket":"/run/memifnet/slot-000/link/memif.sock","secret":"s3cret","queues":2,"ringSize":512,
+"bufferSize":2048,"mac":"02:00:00:00:00:01","link":"chain-1"}`
+
+func writeSpec(t *testing.T, dir, slot, body string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, slot), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, slot, "port.json")
+	if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestPortSpecConfig(t *testing.T) {
+	s, err := memif.ParsePortSpec([]byte(goodSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := s.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := memif.Config{Role: memif.RoleServer, Socket: "/run/memifnet/slot-000/link/memif.sock", ID: 3,
+		Secret: "s3cret", Mode: memif.ModeEthernet, Name: "east", RxQueues: 2, TxQueues: 2, RingSize: 512, BufferSize: 2048}
+	if cfg != want {
+		t.Fatalf("Config() = %+v\nwant %+v", cfg, want)
+	}
+}
+
+func TestParsePortSpecErrors(t *testing.T) {
+	for _, tc := range []struct{ name, body, want string }{
+		{"unknown field", strings.Replace(goodSpec, `"id":3`, `"id":3,"colour":"red"`, 1), `unknown field "colour"`},
+		{"bad role", strings.Replace(goodSpec, `"server"`, `"master"`, 1), `field "role"`},
+		{"bad mode", strings.Replace(goodSpec, `"ethernet"`, `"tap"`, 1), `field "mode"`},
+		{"ring", strings.Replace(goodSpec, `512`, `500`, 1), `field "ringSize"`},
+		{"version", strings.Replace(goodSpec, `"version":"1"`, `"version":"2"`, 1), `field "version"`},
+		{"both", strings.Replace(goodSpec, `"link":"chain-1"`, `"link":"chain-1","peer":"host"`, 1), `field "link"`},
+		{"neither", strings.Replace(goodSpec, `,"link":"chain-1"`, ``, 1), `neither link nor peer`},
+		{"queues", strings.Replace(goodSpec, `"queues":2`, `"queues":0`, 1), `field "queues"`},
+		{"type", strings.Replace(goodSpec, `"id":3`, `"id":"3"`, 1), `PortSpec.id`},
+		{"trailing", goodSpec + `{}`, `trailing data`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := memif.ParsePortSpec([]byte(tc.body))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDiscoverDir(t *testing.T) {
+	dir := t.TempDir()
+	writeSpec(t, dir, "slot-001", strings.Replace(goodSpec, `"east"`, `"west"`, 1))
+	writeSpec(t, dir, "slot-000", goodSpec)
+	// A slot without a port and the pools directory are not ports.
+	os.MkdirAll(filepath.Join(dir, "slot-002"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "pools"), 0o755)
+	specs, err := memif.DiscoverDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != 2 || specs[0].Name != "east" || specs[1].Name != "west" {
+		t.Fatalf("specs %+v", specs)
+	}
+	if specs[0].File != filepath.Join(dir, "slot-000", "port.json") {
+		t.Fatalf("File = %q", specs[0].File)
+	}
+	if _, ok := memif.Lookup(specs, "west"); !ok {
+		t.Fatal("Lookup(west) failed")
+	}
+
+	t.Setenv(memif.EnvPortDir, dir)
+	if specs, err := memif.Discover(); err != nil || len(specs) != 2 {
+		t.Fatalf("Discover with %s: %v %v", memif.EnvPortDir, specs, err)
+	}
+
+	bad := writeSpec(t, dir, "slot-003", `{"version":"1","name":"x"`)
+	if _, err := memif.DiscoverDir(dir); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("a broken port.json must be an error naming %s, got %v", bad, err)
+	}
+	os.Remove(bad)
+	dup := writeSpec(t, dir, "slot-004", goodSpec)
+	if _, err := memif.DiscoverDir(dir); err == nil || !strings.Contains(err.Error(), dup) || !strings.Contains(err.Error(), `"name"`) {
+		t.Fatalf("a duplicate name must be an error naming the file and field, got %v", err)
+	}
+
+	if specs, err := memif.DiscoverDir(filepath.Join(dir, "nope")); err != nil || len(specs) != 0 {
+		t.Fatalf("missing dir: %v %v", specs, err)
+	}
+}
+
+// TestOpenPortPair opens both ends of a link from two specs, as two pods would, and checks a
+// payload crosses.
+func TestOpenPortPair(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "memif.sock")
+	base := memif.PortSpec{Version: "1", Name: "east", Mode: "ethernet", ID: 7, Socket: sock, Secret: "abc",
+		Queues: 1, RingSize: 256, BufferSize: 2048, Link: "chain-1"}
+	srvSpec, cliSpec := base, base
+	srvSpec.Role, cliSpec.Role = "server", "client"
+	cliSpec.Name = "west"
+	quiet := memif.WithLogger(memiftest.QuietLogger())
+	srv, err := memif.OpenPort(srvSpec, quiet, memif.WithPools(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := memif.OpenPort(cliSpec, quiet, memif.WithPools(""),
+		memif.WithConfig(func(c *memif.Config) { c.Memory = 1 /* alloc.BackingMemfd */ }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cli.WaitUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.WaitUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte("memifnet port spec payload")
+	for cli.TxQueue(0).TxBurst([][]byte{payload}) != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("tx ring never had room")
+		}
+	}
+	buf := [][]byte{make([]byte, 2048)}
+	for srv.RxQueue(0).RxBurst(buf) != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("packet never arrived")
+		}
+	}
+	if string(buf[0]) != string(payload) {
+		t.Fatalf("received %q, want %q", buf[0], payload)
+	}
+}
