@@ -124,7 +124,6 @@ var ne = binary.NativeEndian
 
 // Field offsets (from the start of the message) fixed by the protocol.
 const (
-
 	offHelloName     = 2
 	offHelloMinVer   = 34
 	offHelloMaxVer   = 36
