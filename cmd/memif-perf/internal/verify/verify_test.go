@@ -107,7 +107,7 @@ func TestSequence(t *testing.T) {
 		inSeq  bool
 	}{
 		{0, 0, true}, {0, 1, true}, {1, 0, true}, {0, 4, false}, // 2 and 3 lost
-		{0, 3, false}, // late
+		{0, 3, false},                             // late
 		{0, 5, true}, {1, 1, true}, {1, 1, false}, // duplicate
 	} {
 		if got := s.Observe(x.stream, x.seq); got != x.inSeq {
