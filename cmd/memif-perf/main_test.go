@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// These tests build memif-perf and run two copies against each other, as users and CI scripts do.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	binDir    string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// binary builds memif-perf once per test run (t.TempDir would be removed after the first test).
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "memif-perf-test-")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "memif-perf")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+type result struct {
+	code   int
+	stdout string
+	stderr string
+	fields map[string]string // the summary line's key=value pairs
+}
+
+func (r result) num(t *testing.T, key string) float64 {
+	t.Helper()
+	v, ok := r.fields[key]
+	if !ok {
+		t.Fatalf("summary has no %s:\n%s", key, r.stdout)
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		t.Fatalf("summary %s=%q: %v", key, v, err)
+	}
+	return f
+}
+
+type proc struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	done           chan struct{}
+	res            result
+}
+
+func start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{done: make(chan struct{})}
+	p.cmd = exec.Command(binary(t), args...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start memif-perf: %v", err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		p.res = result{stdout: p.stdout.String(), stderr: p.stderr.String(), fields: map[string]string{}}
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+		case errors.As(err, &ee):
+			p.res.code = ee.ExitCode()
+		default:
+			p.res.code = -1
+		}
+		lines := strings.Split(strings.TrimSpace(p.res.stdout), "\n")
+		for _, kv := range strings.Fields(lines[len(lines)-1]) {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				p.res.fields[k] = v
+			}
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// wait returns the process's result, failing the test if it runs past the deadline.
+func (p *proc) wait(t *testing.T, d time.Duration) result {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.res
+	case <-time.After(d):
+		p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("memif-perf %v still running after %v\nstdout:\n%s\nstderr:\n%s", p.cmd.Args[1:], d, p.res.stdout, p.res.stderr)
+		return result{}
+	}
+}
+
+// waitListening waits until an abstract SEQPACKET socket is listening, so the client's first
+// dial finds it (instead of waiting out its reconnect interval).
+func waitListening(t *testing.T, p *proc, name string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile("/proc/net/unix")
+		if err != nil {
+			t.Fatalf("read /proc/net/unix: %v", err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			// Flags 00010000 = listening, type 0005 = SOCK_SEQPACKET.
+			if len(f) >= 8 && f[3] == "00010000" && f[4] == "0005" && f[7] == name {
+				return
+			}
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("server exited before listening: code %d\n%s", p.res.code, p.res.stderr)
+		case <-time.After(20 * time.Millisecond): // polling /proc: there is no event to wait on
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no listener on %s after 10s", name)
+		}
+	}
+}
+
+var sockSeq int
+
+func sockName(t *testing.T) string {
+	sockSeq++
+	return fmt.Sprintf("@memif-perf-test-%d-%d", os.Getpid(), sockSeq)
+}
+
+func logBoth(t *testing.T, name string, r result) {
+	t.Logf("%s: exit %d, %s", name, r.code, strings.TrimSpace(r.stdout))
+	if t.Failed() || testing.Verbose() {
+		t.Logf("%s stderr:\n%s", name, r.stderr)
+	}
+}
+
+type pairCase struct {
+	size, buf int
+}
+
+var pairCases = []pairCase{{64, 2048}, {1500, 2048}, {9000, 2048}} // 9000 B = 5 chained buffers
+
+func common(sock string, c pairCase, d time.Duration) []string {
+	return []string{"--socket", sock, "--size", strconv.Itoa(c.size), "--buffer-size", strconv.Itoa(c.buf),
+		"--queues", "4", "--ring-size", "512", "--duration", d.String(), "--connect-timeout", "10s"}
+}
+
+func TestServerRxClientTxVerified(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-process run")
+	}
+	for _, c := range pairCases {
+		t.Run(fmt.Sprintf("size%d", c.size), func(t *testing.T) {
+			sock := sockName(t)
+			srv := start(t, append(common(sock, c, 2*time.Second), "--role", "server", "--mode", "rx", "--verify")...)
+			waitListening(t, srv, sock)
+			cli := start(t, append(common(sock, c, 2*time.Second), "--role", "client", "--mode", "tx", "--verify")...)
+			cr, sr := cli.wait(t, 30*time.Second), srv.wait(t, 30*time.Second)
+			logBoth(t, "client tx", cr)
+			logBoth(t, "server rx", sr)
+			if cr.code != 0 || sr.code != 0 {
+				t.Fatalf("exit codes: client %d, server %d, want 0 and 0", cr.code, sr.code)
+			}
+			rx, tx := sr.num(t, "rx_pkts"), cr.num(t, "tx_pkts")
+			if rx == 0 || rx > tx {
+				t.Errorf("server received %v of the client's %v packets", rx, tx)
+			}
+			if v := sr.num(t, "verify_errors"); v != 0 {
+				t.Errorf("server: verify_errors=%v", v)
+			}
+			if !strings.Contains(sr.stderr, "corrupt=0 lost=0 late=0") {
+				t.Errorf("server did not report a clean verification:\n%s", sr.stderr)
+			}
+		})
+	}
+}
+
+func TestServerEchoClientTxRxVerified(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-process run")
+	}
+	for _, c := range pairCases {
+		t.Run(fmt.Sprintf("size%d", c.size), func(t *testing.T) {
+			sock := sockName(t)
+			// The echo side runs longer, so it is still echoing when the sender stops.
+			srv := start(t, append(common(sock, c, 4*time.Second), "--role", "server", "--mode", "echo", "--verify")...)
+			waitListening(t, srv, sock)
+			cli := start(t, append(common(sock, c, 2*time.Second), "--role", "client", "--mode", "txrx", "--verify")...)
+			cr := cli.wait(t, 30*time.Second)
+			sr := srv.wait(t, 30*time.Second)
+			logBoth(t, "client txrx", cr)
+			logBoth(t, "server echo", sr)
+			if cr.code != 0 || sr.code != 0 {
+				t.Fatalf("exit codes: client %d, server %d, want 0 and 0", cr.code, sr.code)
+			}
+			rx, tx := cr.num(t, "rx_pkts"), cr.num(t, "tx_pkts")
+			// At most a window per queue (ring/segments/2) is still in flight when the client stops.
+			if rx == 0 || rx > tx || tx-rx > 4*512 {
+				t.Errorf("client sent %v and got back %v", tx, rx)
+			}
+			if v := cr.num(t, "verify_errors") + sr.num(t, "verify_errors"); v != 0 {
+				t.Errorf("verify_errors: client %v, server %v", cr.num(t, "verify_errors"), sr.num(t, "verify_errors"))
+			}
+			// Echo sends back everything, except one burst per queue it may hold when the client
+			// leaves.
+			if er, et := sr.num(t, "rx_pkts"), sr.num(t, "tx_pkts"); et < rx || et > er || er-et > 4*32 {
+				t.Errorf("echo received %v and sent %v; client got %v back", er, et, rx)
+			}
+		})
+	}
+}
+
+// The verification is live end to end: unstamped traffic fails a verifying receiver.
+func TestVerifyFailsOnUnstampedTraffic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-process run")
+	}
+	sock := sockName(t)
+	c := pairCase{size: 512, buf: 2048}
+	srv := start(t, append(common(sock, c, time.Second), "--role", "server", "--mode", "rx", "--verify")...)
+	waitListening(t, srv, sock)
+	cli := start(t, append(common(sock, c, time.Second), "--role", "client", "--mode", "tx")...)
+	cr, sr := cli.wait(t, 30*time.Second), srv.wait(t, 30*time.Second)
+	logBoth(t, "server rx", sr)
+	if cr.code != 0 {
+		t.Errorf("unverified sender: exit %d, want 0", cr.code)
+	}
+	if sr.code != 1 || sr.num(t, "verify_errors") == 0 || !strings.Contains(sr.stderr, "bad magic") {
+		t.Errorf("verifying receiver of unstamped frames: exit %d, verify_errors=%s; want exit 1 and errors naming the bad magic",
+			sr.code, sr.fields["verify_errors"])
+	}
+}
+
+func TestWrongSecretExitsAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-process run")
+	}
+	sock := sockName(t)
+	c := pairCase{size: 64, buf: 2048}
+	srv := start(t, append(common(sock, c, time.Second), "--role", "server", "--mode", "echo", "--secret", "right", "--connect-timeout", "1s")...)
+	waitListening(t, srv, sock)
+	began := time.Now()
+	cli := start(t, append(common(sock, c, time.Second), "--role", "client", "--mode", "txrx", "--secret", "wrong")...)
+	cr := cli.wait(t, 5*time.Second)
+	took := time.Since(began)
+	logBoth(t, "client", cr)
+	if cr.code == 0 || !strings.Contains(cr.stderr, "Incorrect secret") {
+		t.Errorf("client with a wrong secret: exit %d, want non-zero with the server's reason\n%s", cr.code, cr.stderr)
+	}
+	if took > 3*time.Second { // well under the 10 s connect timeout: it must not wait for it
+		t.Errorf("client took %v to give up", took)
+	}
+	if _, ok := cr.fields["rx_pkts"]; !ok {
+		t.Errorf("no summary line on a refused run:\n%s", cr.stdout)
+	}
+	sr := srv.wait(t, 10*time.Second)
+	if sr.code != 3 {
+		t.Errorf("server without a client: exit %d, want 3 (link never up)", sr.code)
+	}
+}
+
+func TestPingAgainstEcho(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-process run")
+	}
+	sock := sockName(t)
+	c := pairCase{size: 64, buf: 2048}
+	srv := start(t, append(common(sock, c, 3*time.Second), "--role", "server", "--mode", "echo", "--queues", "1")...)
+	waitListening(t, srv, sock)
+	cli := start(t, append(common(sock, c, time.Second), "--role", "client", "--mode", "ping", "--verify", "--queues", "1")...)
+	cr := cli.wait(t, 30*time.Second)
+	logBoth(t, "client ping", cr)
+	if cr.code != 0 {
+		t.Fatalf("ping: exit %d", cr.code)
+	}
+	n := cr.num(t, "samples")
+	p50, p99, p999 := cr.num(t, "rtt_p50_us"), cr.num(t, "rtt_p99_us"), cr.num(t, "rtt_p999_us")
+	if n == 0 || n != cr.num(t, "rx_pkts") || p50 <= 0 || p50 > p99 || p99 > p999 {
+		t.Errorf("ping summary inconsistent: samples=%v rx_pkts=%v p50=%v p99=%v p999=%v", n, cr.num(t, "rx_pkts"), p50, p99, p999)
+	}
+}
