@@ -274,6 +274,9 @@ func (q *TxQueue) txPeer(pkts [][]byte) int {
 			bytes += len(p)
 		}
 	}
+	if i < len(pkts) && free == 0 {
+		q.stats.NoBuf++
+	}
 	if cur != q.cursor {
 		q.stats.Packets += uint64(sent)
 		q.stats.Bytes += uint64(bytes)
