@@ -63,7 +63,9 @@ func (e *env) options(t *testing.T, slots int) Options {
 		Config:     config.Config{SocketSlots: slots},
 		KubeletDir: e.kubeletDir, StateDir: e.stateDir, SysfsRoot: e.sysfs, DevinfoDir: e.devinfoDir,
 		HealthInterval: 50 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond,
-		ReclaimGrace: time.Nanosecond, Log: testLog(t),
+		// Devices allocated by a test are reclaimed only by tests that say so
+		// (grace 1ns): the PodResources stand-in lists only what Hold says.
+		ReclaimGrace: time.Hour, Log: testLog(t),
 	}
 }
 
@@ -257,9 +259,10 @@ func TestScrubBetweenTenants(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, 1)
 			o := e.options(t, 4)
+			o.ReclaimGrace = time.Nanosecond
 			if !background {
-				// Nobody answers: scrubs happen in Allocate only.
-				o.KubeletDir = e.kubeletDir
+				// Every slot counts as held, so nothing is reclaimed in the
+				// background and the scrub happens in Allocate.
 				e.podres.Hold(socketRes, "slot-000", "slot-001", "slot-002", "slot-003")
 			}
 			d, _ := start(t, o)
@@ -417,6 +420,7 @@ func TestKubeletRestart50(t *testing.T) {
 func TestPluginRestartKeepsSlotsInUse(t *testing.T) {
 	e := newEnv(t, 1)
 	o := e.options(t, 4)
+	o.ReclaimGrace = time.Nanosecond
 	d, stop := start(t, o)
 	reg := e.kubelet.WaitRegistration(t, 2*time.Second)
 	eventually(t, 2*time.Second, "initial reclaim", func() bool { return d.Resources()[0].Stats().Dirty == 0 })

@@ -2,15 +2,23 @@
 // scrubbed, across plugin restarts. A device that is not in the ledger is
 // clean; one that is may be in use by a pod and must be scrubbed before it
 // is handed out again.
+//
+// The file is an append-only journal, so that Allocate pays for one small
+// write instead of rewriting the whole state: lines "a <unix-nanos> <id>..."
+// (allocated) and "c <id>..." (clean). Save compacts it to one "a" line per
+// dirty device.
 package ledger
 
 import (
-	"encoding/json"
+	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -19,19 +27,16 @@ import (
 type Entry struct {
 	// AllocatedAt is when the device was last handed out; zero when not
 	// known (first start, or a lost state file).
-	AllocatedAt time.Time `json:"allocatedAt"`
-}
-
-type file struct {
-	Version int              `json:"version"`
-	Dirty   map[string]Entry `json:"dirty"`
+	AllocatedAt time.Time
 }
 
 // Ledger is safe for concurrent use.
 type Ledger struct {
-	mu    sync.Mutex
-	path  string
-	dirty map[string]Entry
+	mu      sync.Mutex
+	path    string
+	dirty   map[string]Entry
+	journal *os.File
+	lines   int
 }
 
 // Open loads the ledger at path. Without a readable file every device in
@@ -45,12 +50,9 @@ func Open(path string, ids []string) (l *Ledger, reason string) {
 	for _, id := range ids {
 		known[id] = true
 	}
-	b, err := os.ReadFile(path)
-	var f file
-	if err == nil {
-		err = json.Unmarshal(b, &f)
-	}
+	err := l.replay(known)
 	if err != nil {
+		l.dirty = map[string]Entry{}
 		for _, id := range ids {
 			l.dirty[id] = Entry{}
 		}
@@ -59,12 +61,56 @@ func Open(path string, ids []string) (l *Ledger, reason string) {
 		}
 		return l, fmt.Sprintf("state file %s unreadable, all devices count as dirty: %v", path, err)
 	}
-	for id, e := range f.Dirty {
-		if known[id] {
-			l.dirty[id] = e
+	return l, ""
+}
+
+func (l *Ledger) replay(known map[string]bool) error {
+	f, err := os.Open(l.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 64<<10), 16<<20)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		switch {
+		case fields[0] == "a" && len(fields) >= 2:
+			ns, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				return fmt.Errorf("line %q: %w", s.Text(), err)
+			}
+			for _, id := range fields[2:] {
+				if known[id] {
+					l.dirty[id] = Entry{AllocatedAt: unixNano(ns)}
+				}
+			}
+		case fields[0] == "c":
+			for _, id := range fields[1:] {
+				delete(l.dirty, id)
+			}
+		default:
+			return fmt.Errorf("bad line %q", s.Text())
 		}
 	}
-	return l, ""
+	return s.Err()
+}
+
+func unixNano(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 // Dirty says whether id needs a scrub before it is handed out.
@@ -86,19 +132,25 @@ func (l *Ledger) DirtyIDs() map[string]Entry {
 	return out
 }
 
-// Allocated marks ids as handed out at t and saves the ledger.
+// Allocated marks ids as handed out at t and journals it.
 func (l *Ledger) Allocated(ids []string, t time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, id := range ids {
 		l.dirty[id] = Entry{AllocatedAt: t}
 	}
-	return l.saveLocked()
+	if err := l.appendLocked("a " + strconv.FormatInt(nanos(t), 10) + " " + strings.Join(ids, " ")); err != nil {
+		return err
+	}
+	if l.lines > maxJournal {
+		return l.saveLocked()
+	}
+	return nil
 }
 
 // Clean marks id scrubbed, unless it was handed out again after since
-// (then the scrub raced with an Allocate and the device is in use). It does
-// not save; call Save after a batch.
+// (then the scrub raced with an Allocate and the device is in use). It is
+// journalled by the next Save.
 func (l *Ledger) Clean(id string, since time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -108,28 +160,65 @@ func (l *Ledger) Clean(id string, since time.Time) {
 	delete(l.dirty, id)
 }
 
-// Save writes the ledger atomically (temp file and rename). There is no
-// fsync: after a power loss the node reboots and no pod survives anyway.
+// Save rewrites the journal as a snapshot (temp file and rename). There is
+// no fsync: after a power loss the node reboots and no pod survives anyway.
 func (l *Ledger) Save() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.saveLocked()
 }
 
+// maxJournal bounds the journal when nothing reclaims (no PodResources).
+const maxJournal = 10000
+
 func (l *Ledger) saveLocked() error {
-	b, err := json.Marshal(file{Version: 1, Dirty: l.dirty})
-	if err != nil {
-		return fmt.Errorf("encode state: %w", err)
+	byTime := map[int64][]string{}
+	for id, e := range l.dirty {
+		byTime[nanos(e.AllocatedAt)] = append(byTime[nanos(e.AllocatedAt)], id)
+	}
+	var b strings.Builder
+	times := make([]int64, 0, len(byTime))
+	for ts := range byTime {
+		times = append(times, ts)
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	for _, ts := range times {
+		ids := byTime[ts]
+		sort.Strings(ids)
+		fmt.Fprintf(&b, "a %d %s\n", ts, strings.Join(ids, " "))
 	}
 	if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
 		return fmt.Errorf("save state: %w", err)
 	}
 	tmp := l.path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("save state: %w", err)
 	}
 	if err := os.Rename(tmp, l.path); err != nil {
 		return fmt.Errorf("save state: %w", err)
 	}
+	if l.journal != nil {
+		l.journal.Close()
+		l.journal = nil
+	}
+	l.lines = len(times)
+	return nil
+}
+
+func (l *Ledger) appendLocked(line string) error {
+	if l.journal == nil {
+		if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+		f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+		l.journal = f
+	}
+	if _, err := l.journal.WriteString(line + "\n"); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	l.lines++
 	return nil
 }
