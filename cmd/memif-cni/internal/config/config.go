@@ -1,0 +1,193 @@
+// Package config parses memif-cni's network configuration and the Kubernetes CNI_ARGS. Parsing is
+// strict: an unknown key or a bad value is a CNI error 7 naming it, found before any side effect.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/types"
+)
+
+// Defaults of the path settings. Every path is overridable so that tests (and unusual nodes)
+// can point the plugin elsewhere.
+const (
+	DefaultStateDir   = "/var/lib/memifnet"
+	DefaultKubeletDir = "/var/lib/kubelet"
+	DefaultDevInfoDir = "/var/run/k8s.cni.cncf.io/devinfo"
+	DefaultKubeletURL = "https://127.0.0.1:10250"
+	// ContainerRoot is where the device plugin mounts slots in the container.
+	ContainerRoot = "/run/memifnet"
+)
+
+// PodAnnotationsKey is the runtimeConfig capability containerd (>= 1.5) and CRI-O (>= 1.29) fill
+// with the pod sandbox's annotations.
+const PodAnnotationsKey = "io.kubernetes.cri.pod-annotations"
+
+// NetConf is the plugin's network configuration. The standard keys are spelled out rather than
+// embedding types.NetConf, because strict decoding would otherwise reject the IPAM plugin's own
+// keys (ipam.ranges and so on), which belong to the delegate.
+type NetConf struct {
+	CNIVersion       string               `json:"cniVersion"`
+	Name             string               `json:"name"`
+	Type             string               `json:"type"`
+	Capabilities     map[string]bool      `json:"capabilities,omitempty"`
+	IPAM             json.RawMessage      `json:"ipam,omitempty"`
+	DNS              json.RawMessage      `json:"dns,omitempty"`
+	Args             json.RawMessage      `json:"args,omitempty"`
+	RawPrevResult    json.RawMessage      `json:"prevResult,omitempty"`
+	RawRuntimeConfig json.RawMessage      `json:"runtimeConfig,omitempty"`
+	ValidAttachments []types.GCAttachment `json:"cni.dev/valid-attachments,omitempty"`
+	// Attachments is the misspelt key libcni also sends on GC (containernetworking/cni#1101).
+	Attachments []types.GCAttachment `json:"cni.dev/attachments,omitempty"`
+
+	// StateDir holds sockets/ (slots, made by the device plugin), links/ and state/.
+	StateDir string `json:"stateDir,omitempty"`
+	// KubeletDir holds pod-resources/kubelet.sock.
+	KubeletDir string `json:"kubeletDir,omitempty"`
+	// DeviceInfoDir holds the NPWG device-info files; the plugin writes under cni/.
+	DeviceInfoDir string `json:"deviceInfoDir,omitempty"`
+	// KubeletURL is the kubelet's HTTPS endpoint for the Pods API; "none" disables it.
+	KubeletURL string `json:"kubeletURL,omitempty"`
+	// Kubeconfig lets the plugin ask the API server for the pod (the Multus case).
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// TimeoutSeconds bounds each lookup (Pods API, API server, PodResources). Default 10.
+	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+
+	RuntimeConfig RuntimeConfig `json:"-"`
+	IPAMType      string        `json:"-"`
+}
+
+// RuntimeConfig is what the runtime passes for the capabilities the plugin declares. It is
+// decoded leniently: the runtime, not the user, writes it, and other capabilities may be there.
+type RuntimeConfig struct {
+	// PodAnnotations is nil when the runtime did not pass the capability, which is not the same
+	// as a pod without annotations.
+	PodAnnotations map[string]string `json:"io.kubernetes.cri.pod-annotations,omitempty"`
+	DeviceInfoFile string            `json:"CNIDeviceInfoFile,omitempty"`
+	DeviceID       string            `json:"deviceID,omitempty"`
+}
+
+// Error is a CNI invalid-config error (code 7).
+func Error(format string, a ...any) *types.Error {
+	return types.NewError(types.ErrInvalidNetworkConfig, "memif-cni: invalid network config", fmt.Sprintf(format, a...))
+}
+
+// Parse decodes and checks stdin. strict rejects unknown keys; DEL parses leniently so that a
+// pod whose ADD failed on a config typo can still be torn down.
+func Parse(data []byte, strict bool) (*NetConf, error) {
+	c := &NetConf{}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(c); err != nil {
+		return nil, Error("%s", describeJSONError(err))
+	}
+	if len(c.RawRuntimeConfig) > 0 && string(c.RawRuntimeConfig) != "null" {
+		if err := json.Unmarshal(c.RawRuntimeConfig, &c.RuntimeConfig); err != nil {
+			return nil, Error("runtimeConfig: %s", describeJSONError(err))
+		}
+	}
+	if len(c.IPAM) > 0 && string(c.IPAM) != "null" {
+		var ipam struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(c.IPAM, &ipam); err != nil {
+			return nil, Error("ipam: %s", describeJSONError(err))
+		}
+		if ipam.Type == "" {
+			return nil, Error(`field "ipam.type": missing; name the IPAM plugin (host-local, static, ...) or drop "ipam"`)
+		}
+		c.IPAMType = ipam.Type
+	}
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir
+	}
+	if c.KubeletDir == "" {
+		c.KubeletDir = DefaultKubeletDir
+	}
+	if c.DeviceInfoDir == "" {
+		c.DeviceInfoDir = DefaultDevInfoDir
+	}
+	if c.KubeletURL == "" {
+		c.KubeletURL = DefaultKubeletURL
+	}
+	if c.TimeoutSeconds == 0 {
+		c.TimeoutSeconds = 10
+	}
+	var errs []string
+	for _, p := range []struct{ field, path string }{
+		{"stateDir", c.StateDir}, {"kubeletDir", c.KubeletDir}, {"deviceInfoDir", c.DeviceInfoDir},
+	} {
+		if !filepath.IsAbs(p.path) {
+			errs = append(errs, fmt.Sprintf("field %q: %q must be an absolute path", p.field, p.path))
+		}
+	}
+	if c.Kubeconfig != "" && !filepath.IsAbs(c.Kubeconfig) {
+		errs = append(errs, fmt.Sprintf("field \"kubeconfig\": %q must be an absolute path", c.Kubeconfig))
+	}
+	if c.KubeletURL != "none" && !strings.HasPrefix(c.KubeletURL, "https://") && !strings.HasPrefix(c.KubeletURL, "http://") {
+		errs = append(errs, fmt.Sprintf("field \"kubeletURL\": %q must be an http(s) URL or \"none\"", c.KubeletURL))
+	}
+	if c.TimeoutSeconds < 0 || c.TimeoutSeconds > 300 {
+		errs = append(errs, fmt.Sprintf("field \"timeoutSeconds\": %d must be 1..300", c.TimeoutSeconds))
+	}
+	if len(errs) > 0 {
+		return nil, Error("%s", strings.Join(errs, "; "))
+	}
+	return c, nil
+}
+
+// describeJSONError turns encoding/json's errors into "field X: ..." messages.
+func describeJSONError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Sprintf("field %q: got a JSON %s, want %s", te.Field, te.Value, te.Type)
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	return msg
+}
+
+// Dirs derived from StateDir.
+func (c *NetConf) SlotsDir() string { return filepath.Join(c.StateDir, "sockets") }
+func (c *NetConf) LinksDir() string { return filepath.Join(c.StateDir, "links") }
+func (c *NetConf) StoreDir() string { return filepath.Join(c.StateDir, "state") }
+func (c *NetConf) PodResourcesSocket() string {
+	return filepath.Join(c.KubeletDir, "pod-resources", "kubelet.sock")
+}
+
+// K8sArgs are the pod identity the runtime passes in CNI_ARGS.
+type K8sArgs struct {
+	Namespace, Name, UID, InfraContainerID string
+}
+
+// ParseArgs reads K8S_POD_* from CNI_ARGS ("A=1;B=2"). Unknown keys are ignored: runtimes add
+// their own (IgnoreUnknown and others).
+func ParseArgs(s string) (K8sArgs, error) {
+	var a K8sArgs
+	if s == "" {
+		return a, nil
+	}
+	for _, kv := range strings.Split(s, ";") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return a, types.NewError(types.ErrInvalidEnvironmentVariables, "memif-cni: invalid CNI_ARGS", fmt.Sprintf("%q is not KEY=VALUE", kv))
+		}
+		switch k {
+		case "K8S_POD_NAMESPACE":
+			a.Namespace = v
+		case "K8S_POD_NAME":
+			a.Name = v
+		case "K8S_POD_UID":
+			a.UID = v
+		case "K8S_POD_INFRA_CONTAINER_ID":
+			a.InfraContainerID = v
+		}
+	}
+	return a, nil
+}

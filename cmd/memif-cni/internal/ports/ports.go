@@ -1,0 +1,185 @@
+// Package ports parses the memifnet.io/ports pod annotation into validated port requests. Every
+// problem is reported with the port and field it concerns, before the plugin touches anything.
+package ports
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/memifnet/memifnet/pkg/memif"
+)
+
+// Annotation is the pod annotation that asks for memif ports.
+const Annotation = "memifnet.io/ports"
+
+// Defaults of a port object (DESIGN.md, "Port object").
+const (
+	DefaultMode       = "ethernet"
+	DefaultQueues     = 1
+	DefaultRingSize   = 1024
+	DefaultBufferSize = 2048
+	maxRingSize       = 32768
+	maxBufferSize     = 65535
+)
+
+// Port is one requested port with defaults filled in.
+type Port struct {
+	Name       string `json:"name"`
+	Link       string `json:"link,omitempty"`
+	Peer       string `json:"peer,omitempty"`
+	Role       string `json:"role,omitempty"` // "" means the plugin chooses
+	Mode       string `json:"mode,omitempty"`
+	ID         uint32 `json:"id,omitempty"`
+	Queues     int    `json:"queues,omitempty"`
+	RingSize   int    `json:"ringSize,omitempty"`
+	BufferSize int    `json:"bufferSize,omitempty"`
+	ZeroCopy   bool   `json:"zeroCopy,omitempty"`
+}
+
+var (
+	nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$`)
+	// Link names become directory names under links/<namespace>/; a DNS label keeps them safe.
+	linkRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+)
+
+// Parse reads the annotation: a JSON list of port objects, or the short form
+// "east@chain-1,west" (name@link for a link port, a bare name for a host port).
+func Parse(value string) ([]Port, error) {
+	v := strings.TrimSpace(value)
+	if v == "" {
+		return nil, fmt.Errorf("annotation %s is empty; remove it or list at least one port", Annotation)
+	}
+	var ps []Port
+	var err error
+	if strings.HasPrefix(v, "[") {
+		ps, err = parseJSON(v)
+	} else {
+		ps, err = parseShort(v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", Annotation, err)
+	}
+	if err := validate(ps); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", Annotation, err)
+	}
+	return ps, nil
+}
+
+func parseJSON(v string) ([]Port, error) {
+	var raw []json.RawMessage
+	if err := json.Unmarshal([]byte(v), &raw); err != nil {
+		return nil, fmt.Errorf("not a JSON list of port objects: %w", err)
+	}
+	ps := make([]Port, len(raw))
+	for i, r := range raw {
+		dec := json.NewDecoder(bytes.NewReader(r))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ps[i]); err != nil {
+			var te *json.UnmarshalTypeError
+			switch {
+			case errors.As(err, &te) && te.Field != "":
+				return nil, fmt.Errorf("port %d: field %q: got a JSON %s, want %s", i, te.Field, te.Value, jsonKind(te.Type.Kind().String()))
+			default:
+				return nil, fmt.Errorf("port %d: %s", i, strings.TrimPrefix(err.Error(), "json: "))
+			}
+		}
+	}
+	return ps, nil
+}
+
+func jsonKind(goKind string) string {
+	switch {
+	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"):
+		return "a non-negative number"
+	case goKind == "bool":
+		return "true or false"
+	case goKind == "string":
+		return "a string"
+	}
+	return goKind
+}
+
+func parseShort(v string) ([]Port, error) {
+	var ps []Port
+	for i, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		name, link, isLink := strings.Cut(item, "@")
+		p := Port{Name: name}
+		if isLink {
+			if link == "" {
+				return nil, fmt.Errorf("port %d %q: link name after @ is empty", i, item)
+			}
+			p.Link = link
+		} else {
+			p.Peer = memif.PeerHost
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+func validate(ps []Port) error {
+	var errs []error
+	names := map[string]int{}
+	links := map[string]int{}
+	for i := range ps {
+		p := &ps[i]
+		bad := func(field, format string, a ...any) {
+			errs = append(errs, fmt.Errorf("port %d (%s): field %q: %s", i, p.Name, field, fmt.Sprintf(format, a...)))
+		}
+		if !nameRE.MatchString(p.Name) {
+			bad("name", "%q must be 1-15 characters of [a-z0-9-], starting and ending alphanumeric", p.Name)
+		} else if j, dup := names[p.Name]; dup {
+			bad("name", "%q is also the name of port %d", p.Name, j)
+		} else {
+			names[p.Name] = i
+		}
+		switch {
+		case p.Link != "" && p.Peer != "":
+			bad("link", "set together with peer; a port has one or the other")
+		case p.Link == "" && p.Peer == "":
+			bad("link", `missing: set "link" (a pod-to-pod link) or "peer": "host"`)
+		case p.Peer != "" && p.Peer != memif.PeerHost:
+			bad("peer", "%q must be %q", p.Peer, memif.PeerHost)
+		case p.Link != "" && !linkRE.MatchString(p.Link):
+			bad("link", "%q must be 1-63 characters of [a-z0-9-], starting and ending alphanumeric", p.Link)
+		case p.Link != "":
+			if j, dup := links[p.Link]; dup {
+				bad("link", "%q is also used by port %d; both ends of a link in one pod need no link", p.Link, j)
+			}
+			links[p.Link] = i
+		}
+		if p.Role != "" && p.Role != "server" && p.Role != "client" {
+			bad("role", "%q must be server or client", p.Role)
+		}
+		if p.Mode == "" {
+			p.Mode = DefaultMode
+		}
+		if _, err := memif.ParseMode(p.Mode); err != nil {
+			bad("mode", "%v", err)
+		}
+		if p.Queues == 0 {
+			p.Queues = DefaultQueues
+		}
+		if p.Queues < 1 || p.Queues > memif.MaxQueues {
+			bad("queues", "%d must be 1..%d", p.Queues, memif.MaxQueues)
+		}
+		if p.RingSize == 0 {
+			p.RingSize = DefaultRingSize
+		}
+		if p.RingSize < 2 || p.RingSize > maxRingSize || p.RingSize&(p.RingSize-1) != 0 {
+			bad("ringSize", "%d must be a power of two from 2 to %d", p.RingSize, maxRingSize)
+		}
+		if p.BufferSize == 0 {
+			p.BufferSize = DefaultBufferSize
+		}
+		if p.BufferSize < 64 || p.BufferSize > maxBufferSize {
+			bad("bufferSize", "%d must be 64..%d", p.BufferSize, maxBufferSize)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,56 @@
+package ports
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	ps, err := Parse(`[{"name":"east","link":"chain-1","role":"client","id":4,"queues":2},{"name":"west","peer":"host","mode":"ip"}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Port{
+		{Name: "east", Link: "chain-1", Role: "client", Mode: "ethernet", ID: 4, Queues: 2, RingSize: 1024, BufferSize: 2048},
+		{Name: "west", Peer: "host", Mode: "ip", Queues: 1, RingSize: 1024, BufferSize: 2048},
+	}
+	if len(ps) != 2 || ps[0] != want[0] || ps[1] != want[1] {
+		t.Fatalf("got %+v\nwant %+v", ps, want)
+	}
+	short, err := Parse(" east@chain-1, west ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want[0].Role, want[0].ID, want[0].Queues, want[1].Mode = "", 0, 1, "ethernet"
+	if len(short) != 2 || short[0] != want[0] || short[1] != want[1] {
+		t.Fatalf("short form: got %+v\nwant %+v", short, want)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{``, "empty"},
+		{`[{"name":"east","link":"a","colour":"red"}]`, `port 0: unknown field "colour"`},
+		{`[{"name":"east","link":"a","id":"x"}]`, `port 0: field "id": got a JSON string`},
+		{`[{"name":"East","link":"a"}]`, `field "name"`},
+		{`[{"name":"this-name-is-far-too-long","link":"a"}]`, `field "name"`},
+		{`[{"name":"a","link":"x"},{"name":"a","link":"y"}]`, `port 1 (a): field "name": "a" is also the name of port 0`},
+		{`[{"name":"a","link":"x"},{"name":"b","link":"x"}]`, `port 1 (b): field "link"`},
+		{`[{"name":"a"}]`, `field "link": missing`},
+		{`[{"name":"a","link":"x","peer":"host"}]`, `field "link": set together with peer`},
+		{`[{"name":"a","peer":"vpp"}]`, `field "peer"`},
+		{`[{"name":"a","link":"x","role":"master"}]`, `field "role"`},
+		{`[{"name":"a","link":"x","mode":"tap"}]`, `field "mode"`},
+		{`[{"name":"a","link":"x","ringSize":1000}]`, `field "ringSize"`},
+		{`[{"name":"a","link":"x","queues":300}]`, `field "queues"`},
+		{`[{"name":"a","link":"x","bufferSize":10}]`, `field "bufferSize"`},
+		{`[{"name":"a","link":"../etc"}]`, `field "link"`},
+		{`east@`, `link name after @ is empty`},
+		{`[{"name":"a","link":"x"}`, `not a JSON list`},
+	} {
+		_, err := Parse(tc.in)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%s): %v, want an error containing %q", tc.in, err, tc.want)
+		}
+	}
+}

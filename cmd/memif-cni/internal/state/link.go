@@ -1,0 +1,161 @@
+package state
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// MaxLinkMembers is how many pods share a link: memif is point to point.
+const MaxLinkMembers = 2
+
+// Link is the record of one pod-to-pod link.
+type Link struct {
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	ID        uint32   `json:"id"`
+	Mode      string   `json:"mode"`
+	Secret    string   `json:"secret"`
+	Members   []Member `json:"members"`
+}
+
+// Member is one pod's end of a link.
+type Member struct {
+	Key  string `json:"key"` // attachment key
+	Pod  string `json:"pod"`
+	Port string `json:"port"`
+	Role string `json:"role"`
+}
+
+// JoinRequest describes the port that wants to join.
+type JoinRequest struct {
+	Key, Pod, Port string
+	Role           string // "" lets the link choose
+	ID             uint32
+	Mode           string
+}
+
+// ConflictError is a join the link cannot accept; Field names the annotation field at fault.
+type ConflictError struct {
+	Field, Msg string
+}
+
+func (e *ConflictError) Error() string { return fmt.Sprintf("field %q: %s", e.Field, e.Msg) }
+
+func (s Store) linkPath(ns, name string) string {
+	return filepath.Join(s.Dir, "links", ns, name+".json")
+}
+
+// Join adds a member to the link ns/name and returns the link and the member's role. The role
+// is the port's own if it set one, else the opposite of the pod already there, else server: the
+// first pod to attach listens, so the second finds a socket to dial. dir is created (world
+// writable, so non-root apps can create the socket) while the lock is held, so a concurrent last
+// Leave cannot remove it under us. Joining twice with the same key is a no-op.
+func (s Store) Join(ns, name, dir string, r JoinRequest) (Link, string, error) {
+	l, err := lock(filepath.Join(s.Dir, "links", ns, name+".lock"))
+	if err != nil {
+		return Link{}, "", err
+	}
+	defer l.Unlock()
+	var ln Link
+	found, err := readJSON(s.linkPath(ns, name), &ln)
+	if err != nil {
+		return Link{}, "", err
+	}
+	if !found {
+		secret := make([]byte, 11) // 22 hex characters: memif secrets hold at most 23 bytes
+		if _, err := rand.Read(secret); err != nil {
+			return Link{}, "", fmt.Errorf("link secret: %w", err)
+		}
+		ln = Link{Namespace: ns, Name: name, ID: r.ID, Mode: r.Mode, Secret: hex.EncodeToString(secret)}
+	}
+	for _, m := range ln.Members {
+		if m.Key == r.Key {
+			return ln, m.Role, nil
+		}
+	}
+	role := r.Role
+	switch len(ln.Members) {
+	case 0:
+		if role == "" {
+			role = "server"
+		}
+		// The link takes the id and mode of its first member; a later member must agree.
+		ln.ID, ln.Mode = r.ID, r.Mode
+	case 1:
+		other := ln.Members[0]
+		want := "server"
+		if other.Role == "server" {
+			want = "client"
+		}
+		switch {
+		case role != "" && role != want:
+			return Link{}, "", &ConflictError{"role", fmt.Sprintf("link %q: pod %s (port %s) is already the %s", name, other.Pod, other.Port, other.Role)}
+		case r.ID != ln.ID:
+			return Link{}, "", &ConflictError{"id", fmt.Sprintf("link %q: %d differs from id %d of pod %s (port %s); both ends need the same id", name, r.ID, ln.ID, other.Pod, other.Port)}
+		case r.Mode != ln.Mode:
+			return Link{}, "", &ConflictError{"mode", fmt.Sprintf("link %q: %s differs from mode %s of pod %s (port %s)", name, r.Mode, ln.Mode, other.Pod, other.Port)}
+		}
+		role = want
+	default:
+		return Link{}, "", &ConflictError{"link", fmt.Sprintf("link %q already joins pods %s and %s; a link has at most %d pods", name, ln.Members[0].Pod, ln.Members[1].Pod, MaxLinkMembers)}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Link{}, "", fmt.Errorf("link dir: %w", err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		return Link{}, "", fmt.Errorf("link dir: %w", err)
+	}
+	ln.Members = append(ln.Members, Member{Key: r.Key, Pod: r.Pod, Port: r.Port, Role: role})
+	if err := writeJSON(s.linkPath(ns, name), ln); err != nil {
+		return Link{}, "", err
+	}
+	return ln, role, nil
+}
+
+// Leave removes key from the link. The last member to leave removes the link's record, lock
+// and directory (with the socket file in it).
+func (s Store) Leave(ns, name, dir, key string) error {
+	l, err := lock(filepath.Join(s.Dir, "links", ns, name+".lock"))
+	if err != nil {
+		return err
+	}
+	var ln Link
+	found, err := readJSON(s.linkPath(ns, name), &ln)
+	if err != nil {
+		l.Unlock()
+		return err
+	}
+	kept := ln.Members[:0]
+	for _, m := range ln.Members {
+		if m.Key != key {
+			kept = append(kept, m)
+		}
+	}
+	ln.Members = kept
+	if found && len(kept) > 0 {
+		defer l.Unlock()
+		return writeJSON(s.linkPath(ns, name), ln)
+	}
+	defer l.removeAndUnlock()
+	if err := os.Remove(s.linkPath(ns, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove link record: %w", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove link dir: %w", err)
+	}
+	// Best effort: the namespace directories go when empty.
+	_ = os.Remove(filepath.Dir(dir))
+	return nil
+}
+
+// ReadLink returns the link's record.
+func (s Store) ReadLink(ns, name string) (Link, bool, error) {
+	var ln Link
+	ok, err := readJSON(s.linkPath(ns, name), &ln)
+	return ln, ok, err
+}
