@@ -20,10 +20,10 @@ func (i *Interface) runClient() {
 	defer timer.Stop()
 	<-timer.C
 	for {
-		if err := i.connectOnce(); err != nil {
-			i.setErr(err)
+		if err, inHandshake := i.connectOnce(); err != nil {
+			i.setErr(err, inHandshake)
 			var pe *PeerError
-			if errors.As(err, &pe) {
+			if inHandshake && errors.As(err, &pe) {
 				i.log.Warn("memif: server refused the connection", "reason", pe.Reason)
 			} else {
 				i.log.Debug("memif: connect attempt failed", "err", err)
@@ -39,17 +39,17 @@ func (i *Interface) runClient() {
 }
 
 // connectOnce dials, runs the handshake and serves the connection until it ends. It returns why
-// the attempt failed or the connection ended.
-func (i *Interface) connectOnce() error {
+// the attempt failed or the connection ended, and whether that happened during the handshake.
+func (i *Interface) connectOnce() (err error, inHandshake bool) {
 	ctl, err := socket.Dial(i.cfg.Socket)
 	if err != nil {
-		return err
+		return err, false
 	}
 	i.mu.Lock()
 	if i.closed {
 		i.mu.Unlock()
 		ctl.Close()
-		return ErrClosed
+		return ErrClosed, false
 	}
 	i.pending = ctl
 	i.mu.Unlock()
@@ -60,15 +60,15 @@ func (i *Interface) connectOnce() error {
 		i.pending = nil
 		i.mu.Unlock()
 		ctl.Close()
-		return err
+		return err, true
 	}
 	if err := i.attach(c); err != nil {
 		c.close()
-		return err
+		return err, false
 	}
 	reason := serveConnected(c.ctl)
 	i.detach(c, reason)
-	return reason
+	return reason, false
 }
 
 // serveConnected reads the control channel of an established connection until it ends, and says

@@ -25,6 +25,7 @@ type Interface struct {
 	pending *socket.Conn // a handshake in progress (it also claims a server's id)
 	conn    *connection  // the established connection; nil while down
 	lastErr error        // why the last attempt failed or the last connection ended
+	refusal error        // client: the peer refused the latest handshake (a *PeerError)
 	changed chan struct{}
 	link    LinkInfo
 
@@ -129,16 +130,15 @@ func (i *Interface) Changed() <-chan struct{} {
 func (i *Interface) WaitUp(ctx context.Context) error {
 	for {
 		i.mu.Lock()
-		up, closed, err, ch := i.conn != nil, i.closed, i.lastErr, i.changed
+		up, closed, err, refusal, ch := i.conn != nil, i.closed, i.lastErr, i.refusal, i.changed
 		i.mu.Unlock()
-		var pe *PeerError
 		switch {
 		case closed:
 			return ErrClosed
 		case up:
 			return nil
-		case errors.As(err, &pe) && i.cfg.Role == RoleClient:
-			return err
+		case refusal != nil:
+			return refusal
 		}
 		select {
 		case <-ctx.Done():
@@ -154,11 +154,16 @@ func (i *Interface) broadcast() {
 	i.changed = make(chan struct{})
 }
 
-// setErr records a failed attempt. Call without mu.
-func (i *Interface) setErr(err error) {
+// setErr records a failed attempt; a *PeerError during the handshake is a refusal. Call without mu.
+func (i *Interface) setErr(err error, inHandshake bool) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.lastErr = err
+	i.refusal = nil
+	var pe *PeerError
+	if inHandshake && errors.As(err, &pe) {
+		i.refusal = err
+	}
 	i.broadcast()
 }
 
@@ -193,7 +198,7 @@ func (i *Interface) attach(c *connection) error {
 	}
 	i.pending = nil
 	i.conn = c
-	i.lastErr = nil
+	i.lastErr, i.refusal = nil, nil
 	i.link = LinkInfo{
 		PeerName:   c.peerName,
 		PeerApp:    c.peerApp,

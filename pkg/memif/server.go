@@ -178,17 +178,23 @@ func (s *serverSocket) serve(ctl *socket.Conn) {
 			i.pending = nil
 		}
 		i.mu.Unlock()
-		i.setErr(err)
+		i.setErr(err, true)
 		i.log.Info("memif: handshake with client failed", "err", err)
 		return
 	}
+	// Up before CONNECTED goes out: once the client sees its link up, ours is too.
 	if err := i.attach(c); err != nil {
 		_ = ctl.Send(socket.Disconnect{Reason: "interface closed"}, -1)
 		c.ctl = nil
 		c.close()
 		return
 	}
-	reason := serveConnected(ctl)
+	reason := error(nil)
+	if err := ctl.Send(socket.Connected{Name: i.cfg.Name}, -1); err != nil {
+		reason = err
+	} else {
+		reason = serveConnected(ctl)
+	}
 	c.ctl = nil // closed by the deferred function above
 	i.detach(c, reason)
 }
@@ -264,7 +270,8 @@ type pendingRing struct {
 }
 
 // serverHandshake acknowledges the client's regions and rings, validating each before use, and
-// connects on CONNECT. Any violation ends it with a DISCONNECT naming the reason.
+// returns the connection on CONNECT (the caller replies CONNECTED). Any violation ends it with a
+// DISCONNECT naming the reason.
 func (i *Interface) serverHandshake(ctl *socket.Conn, peerApp string) (_ *connection, err error) {
 	c := &connection{ctl: ctl, peerApp: peerApp}
 	var rings [2][]pendingRing // by direction: 0 = S2M, 1 = M2S
@@ -309,9 +316,6 @@ func (i *Interface) serverHandshake(ctl *socket.Conn, peerApp string) (_ *connec
 				return nil, refuse(ctl, "%s", err)
 			}
 			c.peerName = msg.Name
-			if err := ctl.Send(socket.Connected{Name: i.cfg.Name}, -1); err != nil {
-				return nil, err
-			}
 			_ = ctl.SetDeadline(time.Time{})
 			return c, nil
 		case socket.Disconnect:
