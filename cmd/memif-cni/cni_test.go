@@ -1,0 +1,485 @@
+package main_test
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/memifnet/memifnet/pkg/memif"
+	"github.com/memifnet/memifnet/pkg/memif/memiftest"
+)
+
+// hostSpec reads a slot's port.json and rewrites its socket to the host path, which is what the
+// container would see at /run/memifnet/<slot>.
+func (n *node) hostSpec(slot string) memif.PortSpec {
+	n.t.Helper()
+	s, err := memif.ReadPortSpec(filepath.Join(n.slotDir(slot), "port.json"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	rel, ok := strings.CutPrefix(s.Socket, "/run/memifnet/")
+	if !ok {
+		n.t.Fatalf("socket %q is not under /run/memifnet", s.Socket)
+	}
+	s.Socket = filepath.Join(n.stateDir, "sockets", rel)
+	return s
+}
+
+// exchange opens both specs and sends count sequence-numbered packets each way, verifying every
+// payload byte.
+func exchange(t *testing.T, a, b memif.PortSpec, count int) {
+	t.Helper()
+	open := func(s memif.PortSpec) *memif.Interface {
+		ifc, err := memif.OpenPort(s, memif.WithLogger(memiftest.QuietLogger()), memif.WithPools(""),
+			memif.WithConfig(func(c *memif.Config) { c.Memory = 1 /* memfd: hugepages may be absent */ }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ifc.Close() })
+		return ifc
+	}
+	ia, ib := open(a), open(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, ifc := range []*memif.Interface{ia, ib} {
+		if err := ifc.WaitUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for dir, pair := range [][2]*memif.Interface{{ia, ib}, {ib, ia}} {
+		tx, rx := pair[0].TxQueue(0), pair[1].RxQueue(0)
+		buf := [][]byte{make([]byte, 2048)}
+		recv := 0
+		for sent := 0; recv < count; {
+			if sent < count {
+				pkt := make([]byte, 64+sent%512)
+				binary.BigEndian.PutUint32(pkt, uint32(sent))
+				for i := 4; i < len(pkt); i++ {
+					pkt[i] = byte(sent + i)
+				}
+				sent += tx.TxBurst([][]byte{pkt})
+			}
+			for rx.RxBurst(buf) == 1 {
+				p := buf[0]
+				seq := int(binary.BigEndian.Uint32(p))
+				if seq != recv || len(p) != 64+seq%512 {
+					t.Fatalf("direction %d: got packet %d of %d bytes, want %d", dir, seq, len(p), recv)
+				}
+				for i := 4; i < len(p); i++ {
+					if p[i] != byte(seq+i) {
+						t.Fatalf("direction %d: packet %d byte %d = %#x", dir, seq, i, p[i])
+					}
+				}
+				recv++
+				buf[0] = buf[0][:cap(buf[0])]
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("direction %d: %d of %d packets arrived", dir, recv, count)
+			}
+		}
+	}
+}
+
+func TestLinkTwoPodsExchangeTraffic(t *testing.T) {
+	n := newNode(t, 4)
+	a := n.newPod("east@chain-1", "slot-000")
+	b := n.newPod(`[{"name":"west","link":"chain-1","queues":1,"ringSize":256}]`, "slot-002")
+	ra := n.mustAdd(a)
+	rb := n.mustAdd(b)
+
+	if len(ra.Interfaces) != 1 || ra.Interfaces[0].SocketPath != "/run/memifnet/slot-000/link/memif.sock" ||
+		ra.Interfaces[0].Name != "east" || ra.Interfaces[0].Sandbox != a.NS.Path() {
+		t.Fatalf("result of pod a: %+v", ra.Interfaces[0])
+	}
+	if rb.Interfaces[0].SocketPath != "/run/memifnet/slot-002/link/memif.sock" {
+		t.Fatalf("result of pod b: %+v", rb.Interfaces[0])
+	}
+	sa, sb := n.hostSpec("slot-000"), n.hostSpec("slot-002")
+	if sa.Role != "server" || sb.Role != "client" || sa.Secret == "" || sa.Secret != sb.Secret || sa.MAC == sb.MAC {
+		t.Fatalf("specs: %+v / %+v", sa, sb)
+	}
+	// Both slots show the same directory: the link's.
+	fa, _ := os.Stat(filepath.Dir(sa.Socket))
+	fb, _ := os.Stat(filepath.Dir(sb.Socket))
+	if fa == nil || fb == nil || !os.SameFile(fa, fb) {
+		t.Fatal("the two slots' link/ directories are not the same directory")
+	}
+	// Device-info for Multus.
+	var info struct {
+		Type  string
+		Memif struct{ Role, Path, Mode string }
+	}
+	b1, err := os.ReadFile(filepath.Join(n.devinfoDir, "cni", "memifnet-"+a.ContainerID+"_net1-east-device.json"))
+	if err != nil || json.Unmarshal(b1, &info) != nil || info.Type != "memif" || info.Memif.Role != "master" || info.Memif.Path != ra.Interfaces[0].SocketPath {
+		t.Fatalf("device-info: %s %v", b1, err)
+	}
+	if err := n.cni.CheckNetworkList(context.Background(), n.confList(), a.rt(true)); err != nil {
+		t.Fatalf("CHECK: %v", err)
+	}
+
+	exchange(t, sa, sb, 2000)
+
+	n.mustDel(a)
+	// The link stays for b until b leaves.
+	if _, err := os.Stat(filepath.Join(n.stateDir, "links", "default", "chain-1")); err != nil {
+		t.Fatalf("link dir gone while pod b is still on it: %v", err)
+	}
+	n.mustDel(b)
+	for _, p := range []*pod{a, b} {
+		if err := n.del(p); err != nil {
+			t.Fatalf("second DEL: %v", err)
+		}
+		if err := n.delBare(p); err != nil {
+			t.Fatalf("DEL without netns and prevResult: %v", err)
+		}
+	}
+	n.assertClean()
+}
+
+func TestHostPortAndRoles(t *testing.T) {
+	n := newNode(t, 3)
+	p := n.newPod(`[{"name":"up","peer":"host","id":2},{"name":"srv","peer":"host","role":"server","mode":"ip"}]`, "slot-002", "slot-001")
+	r := n.mustAdd(p)
+	if len(r.Interfaces) != 2 || r.Interfaces[0].SocketPath != "/run/memifnet/slot-001/memif.sock" || r.Interfaces[1].SocketPath != "/run/memifnet/slot-002/memif.sock" {
+		t.Fatalf("ports must map to slots in sorted order: %+v %+v", r.Interfaces[0], r.Interfaces[1])
+	}
+	up, srv := n.hostSpec("slot-001"), n.hostSpec("slot-002")
+	if up.Role != "client" || up.ID != 2 || srv.Role != "server" || srv.Mode != "ip" || srv.MAC != "" {
+		t.Fatalf("specs %+v %+v", up, srv)
+	}
+	var hp struct{ Socket, Role string }
+	b, err := os.ReadFile(filepath.Join(n.stateDir, "state", "host-ports", "slot-001.json"))
+	if err != nil || json.Unmarshal(b, &hp) != nil || hp.Role != "server" || hp.Socket != filepath.Join(n.slotDir("slot-001"), "memif.sock") {
+		t.Fatalf("host port description: %s %v", b, err)
+	}
+	n.mustDel(p)
+	n.assertClean()
+}
+
+func TestNoPortsPassesThrough(t *testing.T) {
+	n := newNode(t, 1)
+	p := n.newPod("", "slot-000")
+	r := n.mustAdd(p)
+	if len(r.Interfaces) != 0 {
+		t.Fatalf("pod without ports got %+v", r.Interfaces)
+	}
+	n.mustDel(p)
+	n.assertClean()
+}
+
+func TestBadInputErrors(t *testing.T) {
+	n := newNode(t, 2)
+	for _, tc := range []struct {
+		name       string
+		annotation string
+		extra      map[string]any
+		code       uint
+		want       string
+	}{
+		{"unknown config key", "east@l", map[string]any{"stateDri": "/x"}, 7, `unknown field "stateDri"`},
+		{"relative path", "east@l", map[string]any{"kubeletDir": "kubelet"}, 7, `field "kubeletDir"`},
+		{"wrong type", "east@l", map[string]any{"timeoutSeconds": "ten"}, 7, `field "timeoutSeconds"`},
+		{"ipam without type", "east@l", map[string]any{"ipam": map[string]any{}}, 7, `field "ipam.type"`},
+		{"unknown port field", `[{"name":"east","link":"l","colour":"red"}]`, nil, 7, `unknown field "colour"`},
+		{"bad ring", `[{"name":"east","link":"l","ringSize":1000}]`, nil, 7, `field "ringSize"`},
+		{"bad name", `East@l`, nil, 7, `field "name"`},
+		{"no link nor peer", `[{"name":"east"}]`, nil, 7, `field "link"`},
+		{"bad json", `[{"name":"east"`, nil, 7, `not a JSON list`},
+		{"too few slots", `a@l1,b@l2,c`, nil, 101, `resources.limits["memifnet.io/socket"] to 3`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n.extra = tc.extra
+			defer func() { n.extra = map[string]any{} }()
+			p := n.newPod(tc.annotation, "slot-000", "slot-001")
+			_, err := n.add(p)
+			if err == nil {
+				t.Fatal("ADD succeeded")
+			}
+			e := cniError(t, err)
+			if e.Code != tc.code || !strings.Contains(e.Error(), tc.want) {
+				t.Fatalf("error code %d %q, want code %d containing %q", e.Code, e.Error(), tc.code, tc.want)
+			}
+			if err := n.delBare(p); err != nil && tc.extra == nil {
+				t.Fatalf("DEL after failed ADD: %v", err)
+			}
+			n.assertClean()
+		})
+	}
+}
+
+func TestLinkConflicts(t *testing.T) {
+	n := newNode(t, 4)
+	a := n.newPod(`[{"name":"a","link":"l","role":"client","id":1}]`, "slot-000")
+	n.mustAdd(a)
+	for _, tc := range []struct{ ann, want string }{
+		{`[{"name":"b","link":"l","role":"client","id":1}]`, `field "role"`},
+		{`[{"name":"b","link":"l","id":2}]`, `field "id"`},
+		{`[{"name":"b","link":"l","id":1,"mode":"ip"}]`, `field "mode"`},
+	} {
+		b := n.newPod(tc.ann, "slot-001")
+		_, err := n.add(b)
+		if e := cniError(t, err); e.Code != 102 || !strings.Contains(e.Error(), tc.want) {
+			t.Fatalf("%s: %v", tc.ann, e)
+		}
+		if ents, _ := os.ReadDir(n.slotDir("slot-001")); len(ents) != 0 {
+			t.Fatalf("failed ADD left %v in its slot", ents)
+		}
+	}
+	b := n.newPod(`[{"name":"b","link":"l","id":1}]`, "slot-001")
+	n.mustAdd(b)
+	c := n.newPod(`c@l`, "slot-002")
+	if _, err := n.add(c); cniError(t, err).Code != 102 || !strings.Contains(err.Error(), "at most 2 pods") {
+		t.Fatalf("third pod on a link: %v", err)
+	}
+	if n.hostSpec("slot-001").Role != "server" {
+		t.Fatal("the second pod must take the role the first left free")
+	}
+	n.mustDel(a)
+	n.mustDel(b)
+	n.assertClean()
+}
+
+func TestPodLookupFallbacks(t *testing.T) {
+	n := newNode(t, 2)
+	n.caps = false // the runtime passes no annotations
+	a := n.newPod("east@via", "slot-000")
+	// No source at all: try again later, with a message that says what to configure.
+	_, err := n.add(a)
+	if e := cniError(t, err); e.Code != 11 || !strings.Contains(e.Error(), "no kubeconfig") {
+		t.Fatalf("no source: %v", e)
+	}
+	n.extra = map[string]any{"kubeletURL": n.kubelet.ServePodsAPI(t)}
+	if r := n.mustAdd(a); len(r.Interfaces) != 1 {
+		t.Fatalf("Pods API: %+v", r)
+	}
+	b := n.newPod("west@via", "slot-001")
+	n.extra = map[string]any{"kubeletURL": "https://127.0.0.1:1", "kubeconfig": n.kubelet.ServeAPIServer(t, n.root)}
+	if r := n.mustAdd(b); len(r.Interfaces) != 1 {
+		t.Fatalf("API server: %+v", r)
+	}
+	if n.hostSpec("slot-001").Role != "client" {
+		t.Fatal("pod b should be the link's client")
+	}
+	n.kubelet.NoGet = true // PodResources List fallback
+	n.mustDel(b)
+	if r := n.mustAdd(b); len(r.Interfaces) != 1 || n.kubelet.Lists == 0 {
+		t.Fatalf("List fallback: %+v lists=%d", r, n.kubelet.Lists)
+	}
+	n.mustDel(a)
+	n.mustDel(b)
+	n.assertClean()
+}
+
+func TestChainedPrevResult(t *testing.T) {
+	n := newNode(t, 1)
+	p := n.newPod("east@x", "slot-000")
+	conf := n.confList()
+	prev := []byte(`{"cniVersion":"1.1.0","interfaces":[{"name":"eth0","sandbox":"` + p.NS.Path() + `"}],
+		"ips":[{"address":"10.0.0.5/24","interface":0}]}`)
+	raw, err := libcni.InjectConf(conf.Plugins[0], map[string]any{"prevResult": json.RawMessage(prev)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := n.cni.AddNetwork(context.Background(), raw, p.rt(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(r)
+	if !strings.Contains(string(b), `"eth0"`) || !strings.Contains(string(b), "10.0.0.5/24") || !strings.Contains(string(b), "socketPath") {
+		t.Fatalf("prevResult not passed through: %s", b)
+	}
+	n.mustDel(p)
+	n.assertClean()
+}
+
+func TestStatusAndGC(t *testing.T) {
+	n := newNode(t, 3)
+	if err := n.cni.GetStatusNetworkList(context.Background(), n.confList()); err != nil {
+		t.Fatalf("STATUS: %v", err)
+	}
+	keep := n.newPod("a@g1", "slot-000")
+	drop := n.newPod("b@g1", "slot-001")
+	drop2 := n.newPod("c", "slot-002")
+	for _, p := range []*pod{keep, drop, drop2} {
+		n.mustAdd(p)
+	}
+	// A fresh libcni cache: the runtime's GC knows only the valid list, as after a restart.
+	gc := libcni.NewCNIConfigWithCacheDir([]string{pluginDir(t)}, filepath.Join(n.root, "cache-gc"), nil)
+	err := gc.GCNetworkList(context.Background(), n.confList(), &libcni.GCArgs{
+		ValidAttachments: []types.GCAttachment{{ContainerID: keep.ContainerID, IfName: "net1"}}})
+	if err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	ln := filepath.Join(n.stateDir, "state", "links", "default", "g1.json")
+	data, err := os.ReadFile(ln)
+	if err != nil || strings.Contains(string(data), drop.ContainerID) || !strings.Contains(string(data), keep.ContainerID) {
+		t.Fatalf("link record after GC: %s %v", data, err)
+	}
+	if _, err := os.Stat(filepath.Join(n.slotDir("slot-002"), "port.json")); !os.IsNotExist(err) {
+		t.Fatalf("GC left the dropped host port: %v", err)
+	}
+	n.mustDel(keep)
+	n.assertClean()
+
+	os.RemoveAll(filepath.Join(n.kubeletDir, "pod-resources"))
+	err = n.cni.GetStatusNetworkList(context.Background(), n.confList())
+	if e := cniError(t, err); e.Code != 50 || !strings.Contains(e.Error(), "PodResources socket") {
+		t.Fatalf("STATUS without kubelet: %v", err)
+	}
+}
+
+// TestCrashAfterEachStepIsUndoneByDel kills the plugin after each step of ADD (a failpoint build
+// exits at once, skipping all cleanup) and checks the runtime's DEL leaves nothing.
+func TestCrashAfterEachStepIsUndoneByDel(t *testing.T) {
+	n := newNode(t, 3)
+	n.cni = libcni.NewCNIConfigWithCacheDir([]string{failpointDir(t)}, filepath.Join(n.root, "cache"), nil)
+	other := n.newPod("peer@crash", "slot-002")
+	n.mustAdd(other) // a second pod on the link, so the crashing pod joins as client
+	for _, step := range []string{"record", "join", "mount", "portjson", "devinfo", "hostdesc", "done"} {
+		t.Run(step, func(t *testing.T) {
+			p := n.newPod(`[{"name":"east","link":"crash"},{"name":"west","peer":"host"}]`, "slot-000", "slot-001")
+			t.Setenv("MEMIFNET_CNI_FAILPOINT", step)
+			if _, err := n.add(p); err == nil {
+				t.Fatalf("ADD survived failpoint %s", step)
+			}
+			t.Setenv("MEMIFNET_CNI_FAILPOINT", "")
+			if err := n.delBare(p); err != nil {
+				t.Fatalf("DEL after crash at %s: %v", step, err)
+			}
+			if err := n.delBare(p); err != nil {
+				t.Fatalf("second DEL after crash at %s: %v", step, err)
+			}
+			for _, slot := range []string{"slot-000", "slot-001"} {
+				if ents, _ := os.ReadDir(n.slotDir(slot)); len(ents) != 0 {
+					t.Fatalf("crash at %s: %s keeps %v", step, slot, ents)
+				}
+			}
+			ln, _ := os.ReadFile(filepath.Join(n.stateDir, "state", "links", "default", "crash.json"))
+			if strings.Contains(string(ln), p.ContainerID) {
+				t.Fatalf("crash at %s: link still lists the pod: %s", step, ln)
+			}
+			// The surviving pod keeps its link.
+			if !strings.Contains(string(ln), other.ContainerID) {
+				t.Fatalf("crash at %s: the other pod lost its link: %s", step, ln)
+			}
+		})
+	}
+	n.mustDel(other)
+	n.assertClean()
+}
+
+// TestHundredPodsConcurrently attaches 100 pods on 50 links at once, then replaces one end of
+// every link while the others stay, then detaches all at once.
+func TestHundredPodsConcurrently(t *testing.T) {
+	const pods = 100
+	n := newNode(t, pods+pods/2)
+	all := make([]*pod, pods)
+	for i := range all {
+		all[i] = n.newPod(fmt.Sprintf("p@link-%d", i/2), fmt.Sprintf("slot-%03d", i))
+	}
+	parallel := func(ps []*pod, f func(*pod) error) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, len(ps))
+		for _, p := range ps {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs <- f(p) }()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	addFn := func(p *pod) error {
+		_, err := n.add(p)
+		if err != nil {
+			return fmt.Errorf("ADD %s: %w", p.Name, err)
+		}
+		return nil
+	}
+	delFn := func(p *pod) error {
+		if err := n.del(p); err != nil {
+			return fmt.Errorf("DEL %s: %w", p.Name, err)
+		}
+		return nil
+	}
+	checkLinks := func(members map[int][2]*pod) {
+		t.Helper()
+		for l, ps := range members {
+			roles := map[string]bool{}
+			var dir os.FileInfo
+			for _, p := range ps {
+				s := n.hostSpec(p.Slots[0])
+				roles[s.Role] = true
+				fi, err := os.Stat(filepath.Dir(s.Socket))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if dir != nil && !os.SameFile(dir, fi) {
+					t.Fatalf("link-%d: pods see different directories", l)
+				}
+				dir = fi
+			}
+			var ln struct{ Members []struct{ Key string } }
+			b, err := os.ReadFile(filepath.Join(n.stateDir, "state", "links", "default", fmt.Sprintf("link-%d.json", l)))
+			if err != nil || json.Unmarshal(b, &ln) != nil || len(ln.Members) != 2 || !roles["server"] || !roles["client"] {
+				t.Fatalf("link-%d: record %s, roles %v, %v", l, b, roles, err)
+			}
+		}
+	}
+
+	parallel(all, addFn)
+	members := map[int][2]*pod{}
+	for i := 0; i < pods; i += 2 {
+		members[i/2] = [2]*pod{all[i], all[i+1]}
+	}
+	checkLinks(members)
+
+	// Replace the first pod of every link while the second stays: 50 DELs and 50 ADDs at once.
+	var ops []*pod
+	repl := make([]*pod, pods/2)
+	for l := range repl {
+		repl[l] = n.newPod(fmt.Sprintf("q@link-%d", l), fmt.Sprintf("slot-%03d", pods+l))
+		ops = append(ops, all[2*l], repl[l])
+	}
+	parallel(ops, func(p *pod) error {
+		if strings.HasPrefix(p.Annotation, "q@") {
+			// The replacement may arrive before the old pod left: a full link is a retryable
+			// conflict for the runtime, which retries sandbox creation.
+			for {
+				_, err := n.add(p)
+				if err == nil {
+					return nil
+				}
+				if !strings.Contains(err.Error(), "at most 2 pods") {
+					return fmt.Errorf("ADD %s: %w", p.Name, err)
+				}
+			}
+		}
+		return delFn(p)
+	})
+	for l := range repl {
+		members[l] = [2]*pod{all[2*l+1], repl[l]}
+	}
+	checkLinks(members)
+
+	var rest []*pod
+	for _, m := range members {
+		rest = append(rest, m[0], m[1])
+	}
+	parallel(rest, delFn)
+	n.assertClean()
+}

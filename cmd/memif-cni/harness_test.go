@@ -1,0 +1,274 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+
+	"github.com/memifnet/memifnet/cmd/memif-cni/internal/kubeletfake"
+)
+
+// Binaries built once per test run.
+var (
+	binDir       string // memif-cni
+	failBinDir   string // memif-cni built with -tags failpoints
+	buildOnce    sync.Once
+	failOnce     sync.Once
+	buildErr     error
+	failBuildErr error
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "memif-cni-bin")
+	if err != nil {
+		panic(err)
+	}
+	binDir = filepath.Join(dir, "plain")
+	failBinDir = filepath.Join(dir, "failpoints")
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func goBuild(dir string, tags ...string) error {
+	args := []string{"build", "-o", filepath.Join(dir, "memif-cni")}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return nil
+}
+
+func pluginDir(t testing.TB) string {
+	buildOnce.Do(func() { buildErr = goBuild(binDir) })
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+func failpointDir(t testing.TB) string {
+	failOnce.Do(func() { failBuildErr = goBuild(failBinDir, "failpoints") })
+	if failBuildErr != nil {
+		t.Fatal(failBuildErr)
+	}
+	return failBinDir
+}
+
+// requireRoot skips without root (bind mounts and network namespaces need it), but fails under
+// CI=true, where a skip would hide that the proof did not run.
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("this test needs root (bind mounts, network namespaces) and CI=true forbids skipping it")
+		}
+		t.Skip("needs root: bind mounts and network namespaces")
+	}
+}
+
+// node is one test node: state, kubelet and device-info directories under a temp dir, slot
+// directories as the device plugin makes them, and a kubelet stand-in.
+type node struct {
+	t          testing.TB
+	root       string
+	stateDir   string
+	kubeletDir string
+	devinfoDir string
+	kubelet    *kubeletfake.Kubelet
+	cni        *libcni.CNIConfig
+	extra      map[string]any // extra plugin config keys
+	caps       bool           // declare the pod-annotations capability
+
+	mu      sync.Mutex
+	nextPod int
+}
+
+func newNode(t testing.TB, slots int) *node {
+	t.Helper()
+	requireRoot(t)
+	root := t.TempDir()
+	n := &node{t: t, root: root, stateDir: filepath.Join(root, "memifnet"), kubeletDir: filepath.Join(root, "kubelet"),
+		devinfoDir: filepath.Join(root, "devinfo"), kubelet: kubeletfake.New(), extra: map[string]any{}, caps: true}
+	for i := range slots {
+		if err := os.MkdirAll(n.slotDir(fmt.Sprintf("slot-%03d", i)), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.kubelet.ServePodResources(t, n.kubeletDir)
+	n.cni = libcni.NewCNIConfigWithCacheDir([]string{pluginDir(t)}, filepath.Join(root, "cache"), nil)
+	t.Cleanup(func() {
+		// Never leave a bind mount behind, whatever the test did.
+		ents, _ := filepath.Glob(filepath.Join(n.stateDir, "sockets", "*", "link"))
+		for _, e := range ents {
+			_ = exec.Command("umount", "-l", e).Run()
+		}
+	})
+	return n
+}
+
+func (n *node) slotDir(slot string) string { return filepath.Join(n.stateDir, "sockets", slot) }
+
+func (n *node) confList() *libcni.NetworkConfigList {
+	n.t.Helper()
+	plugin := map[string]any{"type": "memif-cni", "stateDir": n.stateDir, "kubeletDir": n.kubeletDir,
+		"deviceInfoDir": n.devinfoDir, "kubeletURL": "none"}
+	if n.caps {
+		plugin["capabilities"] = map[string]bool{"io.kubernetes.cri.pod-annotations": true}
+	}
+	for k, v := range n.extra {
+		plugin[k] = v
+	}
+	b, err := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "memifnet", "plugins": []any{plugin}})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	l, err := libcni.ConfListFromBytes(b)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return l
+}
+
+// pod is one test pod with its own network namespace.
+type pod struct {
+	Namespace, Name, UID string
+	ContainerID          string
+	Annotation           string
+	Slots                []string
+	NS                   ns.NetNS
+}
+
+// newPod registers a pod holding nslots slots (taken in order) with the kubelet stand-in.
+func (n *node) newPod(annotation string, slots ...string) *pod {
+	n.t.Helper()
+	n.mu.Lock()
+	i := n.nextPod
+	n.nextPod++
+	n.mu.Unlock()
+	netns, err := testutils.NewNS()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() { netns.Close(); _ = testutils.UnmountNS(netns) })
+	p := &pod{Namespace: "default", Name: fmt.Sprintf("pod-%d", i), UID: fmt.Sprintf("uid-%d", i),
+		ContainerID: fmt.Sprintf("sandbox%04d", i), Annotation: annotation, Slots: slots, NS: netns}
+	anns := map[string]string{}
+	if annotation != "" {
+		anns["memifnet.io/ports"] = annotation
+	}
+	n.kubelet.SetPod(kubeletfake.Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Annotations: anns, Slots: slots})
+	return p
+}
+
+func (p *pod) rt(withNetns bool) *libcni.RuntimeConf {
+	rt := &libcni.RuntimeConf{
+		ContainerID: p.ContainerID, IfName: "net1",
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", p.Namespace}, {"K8S_POD_NAME", p.Name},
+			{"K8S_POD_INFRA_CONTAINER_ID", p.ContainerID}, {"K8S_POD_UID", p.UID}},
+		CapabilityArgs: map[string]any{"io.kubernetes.cri.pod-annotations": p.annotations()},
+	}
+	if withNetns {
+		rt.NetNS = p.NS.Path()
+	}
+	return rt
+}
+
+func (p *pod) annotations() map[string]string {
+	m := map[string]string{"io.kubernetes.pod.name": p.Name}
+	if p.Annotation != "" {
+		m["memifnet.io/ports"] = p.Annotation
+	}
+	return m
+}
+
+func (n *node) add(p *pod) (*current.Result, error) {
+	r, err := n.cni.AddNetworkList(context.Background(), n.confList(), p.rt(true))
+	if err != nil {
+		return nil, err
+	}
+	return current.NewResultFromResult(r)
+}
+
+func (n *node) mustAdd(p *pod) *current.Result {
+	n.t.Helper()
+	r, err := n.add(p)
+	if err != nil {
+		n.t.Fatalf("ADD %s: %v", p.Name, err)
+	}
+	return r
+}
+
+// del runs DEL as containerd's StopPodSandbox does (netns, cached prevResult).
+func (n *node) del(p *pod) error {
+	return n.cni.DelNetworkList(context.Background(), n.confList(), p.rt(true))
+}
+
+// delBare runs DEL as containerd's RemovePodSandbox does: no netns, and no cached result (the
+// cache entry went with the first DEL, and this one uses a fresh cache).
+func (n *node) delBare(p *pod) error {
+	bare := libcni.NewCNIConfigWithCacheDir([]string{pluginDir(n.t)}, filepath.Join(n.root, "cache-empty"), nil)
+	return bare.DelNetworkList(context.Background(), n.confList(), p.rt(false))
+}
+
+func (n *node) mustDel(p *pod) {
+	n.t.Helper()
+	if err := n.del(p); err != nil {
+		n.t.Fatalf("DEL %s: %v", p.Name, err)
+	}
+}
+
+// cniError extracts the plugin's coded error.
+func cniError(t testing.TB, err error) *types.Error {
+	t.Helper()
+	var e *types.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T) is not a CNI error", err, err)
+	}
+	return e
+}
+
+// assertClean checks that nothing the plugin makes is left on the node: no files in any slot, no
+// link directories, no state records, no device-info files, no mounts.
+func (n *node) assertClean() {
+	n.t.Helper()
+	var left []string
+	slots, _ := os.ReadDir(filepath.Join(n.stateDir, "sockets"))
+	for _, s := range slots {
+		ents, _ := os.ReadDir(n.slotDir(s.Name()))
+		for _, e := range ents {
+			left = append(left, filepath.Join("sockets", s.Name(), e.Name()))
+		}
+	}
+	for _, dir := range []string{filepath.Join(n.stateDir, "links"), filepath.Join(n.stateDir, "state"), filepath.Join(n.devinfoDir, "cni")} {
+		_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				left = append(left, path)
+			}
+			return nil
+		})
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mounts), n.stateDir) {
+		left = append(left, "a mount under "+n.stateDir)
+	}
+	if len(left) > 0 {
+		n.t.Fatalf("left behind: %v", left)
+	}
+}
