@@ -286,7 +286,7 @@ func TestChainedPrevResult(t *testing.T) {
 	conf := n.confList()
 	prev := []byte(`{"cniVersion":"1.1.0","interfaces":[{"name":"eth0","sandbox":"` + p.NS.Path() + `"}],
 		"ips":[{"address":"10.0.0.5/24","interface":0}]}`)
-	raw, err := libcni.InjectConf(conf.Plugins[0], map[string]any{"prevResult": json.RawMessage(prev)})
+	raw, err := libcni.InjectConf(conf.Plugins[0], map[string]any{"prevResult": json.RawMessage(prev), "name": "memifnet", "cniVersion": "1.1.0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,9 @@ package kubeletfake
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -142,7 +144,9 @@ func (k *Kubelet) ServePodsAPI(t testing.TB) string {
 // into dir; it returns the kubeconfig's path.
 func (k *Kubelet) ServeAPIServer(t testing.TB, dir string) string {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// HTTPS with the server's CA in the kubeconfig, as a real cluster has: client-go does not send
+	// a bearer token to a plain-HTTP server.
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
 		if len(parts) != 6 || parts[0] != "api" || parts[3] != "" && parts[4] != "pods" {
 			http.NotFound(w, r)
@@ -162,10 +166,11 @@ func (k *Kubelet) ServeAPIServer(t testing.TB, dir string) string {
 		_ = json.NewEncoder(w).Encode(k.corePod(p))
 	}))
 	t.Cleanup(srv.Close)
+	ca := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
 	kc := filepath.Join(dir, "kubeconfig")
 	cfg := `apiVersion: v1
 kind: Config
-clusters: [{name: test, cluster: {server: "` + srv.URL + `"}}]
+clusters: [{name: test, cluster: {server: "` + srv.URL + `", certificate-authority-data: ` + ca + `}}]
 users: [{name: cni, user: {token: test-token}}]
 contexts: [{name: test, context: {cluster: test, user: cni}}]
 current-context: test
