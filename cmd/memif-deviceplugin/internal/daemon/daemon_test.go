@@ -194,10 +194,12 @@ func TestRegisterListAllocate(t *testing.T) {
 func TestHealthFollowsSlotDirectory(t *testing.T) {
 	e := newEnv(t, 1)
 	o := e.options(t, 4)
-	start(t, o)
+	d, _ := start(t, o)
 	reg := e.kubelet.WaitRegistration(t, 2*time.Second)
 	c := e.kubelet.Dial(t, reg.Endpoint)
 	w := kubelettest.ListAndWatch(t, c)
+	// The first reclaim scrubs (and so recreates) every slot; damage after it.
+	eventually(t, 2*time.Second, "initial reclaim", func() bool { return d.Resources()[0].Stats().Dirty == 0 })
 	healthy := func(id string, want string) func(m map[string]*pluginapi.Device) bool {
 		return func(m map[string]*pluginapi.Device) bool { return m[id] != nil && m[id].Health == want }
 	}
