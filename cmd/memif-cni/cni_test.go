@@ -314,7 +314,7 @@ func TestStatusAndGC(t *testing.T) {
 		n.mustAdd(p)
 	}
 	// A fresh libcni cache: the runtime's GC knows only the valid list, as after a restart.
-	gc := libcni.NewCNIConfigWithCacheDir([]string{pluginDir(t)}, filepath.Join(n.root, "cache-gc"), nil)
+	gc := newCNI([]string{pluginDir(t)}, filepath.Join(n.root, "cache-gc"))
 	err := gc.GCNetworkList(context.Background(), n.confList(), &libcni.GCArgs{
 		ValidAttachments: []types.GCAttachment{{ContainerID: keep.ContainerID, IfName: "net1"}}})
 	if err != nil {
@@ -342,7 +342,7 @@ func TestStatusAndGC(t *testing.T) {
 // exits at once, skipping all cleanup) and checks the runtime's DEL leaves nothing.
 func TestCrashAfterEachStepIsUndoneByDel(t *testing.T) {
 	n := newNode(t, 3)
-	n.cni = libcni.NewCNIConfigWithCacheDir([]string{failpointDir(t)}, filepath.Join(n.root, "cache"), nil)
+	n.cni = newCNI([]string{failpointDir(t)}, filepath.Join(n.root, "cache"))
 	other := n.newPod("peer@crash", "slot-002")
 	n.mustAdd(other) // a second pod on the link, so the crashing pod joins as client
 	for _, step := range []string{"record", "join", "mount", "portjson", "devinfo", "hostdesc", "done"} {

@@ -13,8 +13,10 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 
@@ -71,6 +73,15 @@ func failpointDir(t testing.TB) string {
 	return failBinDir
 }
 
+// newCNI returns a libcni client with its exec set up front: libcni creates a missing one lazily
+// without a lock, which races when tests share a client across goroutines.
+func newCNI(path []string, cacheDir string) *libcni.CNIConfig {
+	return libcni.NewCNIConfigWithCacheDir(path, cacheDir, &invoke.DefaultExec{
+		RawExec:       &invoke.RawExec{Stderr: os.Stderr},
+		PluginDecoder: version.PluginDecoder{},
+	})
+}
+
 // requireRoot skips without root (bind mounts and network namespaces need it), but fails under
 // CI=true, where a skip would hide that the proof did not run.
 func requireRoot(t testing.TB) {
@@ -112,7 +123,7 @@ func newNode(t testing.TB, slots int) *node {
 		}
 	}
 	n.kubelet.ServePodResources(t, n.kubeletDir)
-	n.cni = libcni.NewCNIConfigWithCacheDir([]string{pluginDir(t)}, filepath.Join(root, "cache"), nil)
+	n.cni = newCNI([]string{pluginDir(t)}, filepath.Join(root, "cache"))
 	t.Cleanup(func() {
 		// Never leave a bind mount behind, whatever the test did.
 		ents, _ := filepath.Glob(filepath.Join(n.stateDir, "sockets", "*", "link"))
@@ -223,7 +234,7 @@ func (n *node) del(p *pod) error {
 // delBare runs DEL as containerd's RemovePodSandbox does: no netns, and no cached result (the
 // cache entry went with the first DEL, and this one uses a fresh cache).
 func (n *node) delBare(p *pod) error {
-	bare := libcni.NewCNIConfigWithCacheDir([]string{pluginDir(n.t)}, filepath.Join(n.root, "cache-empty"), nil)
+	bare := newCNI([]string{pluginDir(n.t)}, filepath.Join(n.root, "cache-empty"))
 	return bare.DelNetworkList(context.Background(), n.confList(), p.rt(false))
 }
 

@@ -153,10 +153,16 @@ func describeJSONError(err error) string {
 	return msg
 }
 
-// Dirs derived from StateDir.
+// SlotsDir holds the device plugin's slot directories.
 func (c *NetConf) SlotsDir() string { return filepath.Join(c.StateDir, "sockets") }
+
+// LinksDir holds one directory per link, bind-mounted into both pods' slots.
 func (c *NetConf) LinksDir() string { return filepath.Join(c.StateDir, "links") }
+
+// StoreDir holds the plugin's records.
 func (c *NetConf) StoreDir() string { return filepath.Join(c.StateDir, "state") }
+
+// PodResourcesSocket is the kubelet's PodResources gRPC socket.
 func (c *NetConf) PodResourcesSocket() string {
 	return filepath.Join(c.KubeletDir, "pod-resources", "kubelet.sock")
 }
