@@ -3,6 +3,7 @@ package memif_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -150,5 +151,21 @@ func TestOpenPortPair(t *testing.T) {
 	}
 	if string(buf[0]) != string(payload) {
 		t.Fatalf("received %q, want %q", buf[0], payload)
+	}
+}
+
+// TestPortSpecStaysLight keeps the in-pod library free of Kubernetes, gRPC and CNI: PortSpec is
+// the contract with memif-cni, and it must not drag the plugin's dependencies into every app.
+func TestPortSpecStaysLight(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/memifnet/memifnet/pkg/memif").CombinedOutput()
+	if err != nil {
+		t.Skipf("go list unavailable: %v %s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, banned := range []string{"k8s.io/", "google.golang.org/grpc", "github.com/containernetworking/"} {
+			if strings.HasPrefix(dep, banned) {
+				t.Errorf("pkg/memif depends on %s", dep)
+			}
+		}
 	}
 }
