@@ -32,7 +32,7 @@ const (
 	EnvPools = "MEMIFNET_POOLS"
 )
 
-// Peer kinds of a port that is not a pod-to-pod link.
+// PeerHost is the peer of a port served by a host data plane rather than another pod.
 const PeerHost = "host"
 
 // PortSpec is the in-pod contract written by memif-cni to /run/memifnet/<slot>/port.json: one
