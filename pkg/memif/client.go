@@ -75,7 +75,7 @@ func (i *Interface) connectOnce() (err error, inHandshake bool) {
 // why. Only DISCONNECT is allowed now; anything else is answered with one.
 func serveConnected(ctl *socket.Conn) error {
 	for {
-		m, fd, err := ctl.Recv()
+		m, fd, err := recv(ctl)
 		closeFd(fd)
 		if err != nil {
 			return fmt.Errorf("control channel closed: %w", err)
@@ -182,10 +182,21 @@ func (i *Interface) clientHandshake(ctl *socket.Conn) (_ *connection, err error)
 	return c, nil
 }
 
+// recv reads the next control message; a malformed one is answered with a DISCONNECT naming what
+// was wrong with it.
+func recv(ctl *socket.Conn) (socket.Msg, int, error) {
+	m, fd, err := ctl.Recv()
+	var me *socket.MalformedError
+	if errors.As(err, &me) {
+		return nil, -1, refuse(ctl, "malformed message: %s", me.Reason)
+	}
+	return m, fd, err
+}
+
 // recvNoFd receives a handshake reply, turning a DISCONNECT into a *PeerError. Replies never carry
 // fds: one that does is closed.
 func recvNoFd(ctl *socket.Conn) (socket.Msg, error) {
-	m, fd, err := ctl.Recv()
+	m, fd, err := recv(ctl)
 	closeFd(fd)
 	if err != nil {
 		return nil, err

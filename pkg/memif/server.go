@@ -140,20 +140,23 @@ func (s *serverSocket) acceptLoop() {
 	}
 }
 
-// hello is what this socket offers: the largest queue counts of its interfaces.
-func (s *serverSocket) hello() socket.Hello {
+// hello is what this socket offers: the largest queue counts of its interfaces. It also returns
+// the shortest handshake timeout among them, which bounds the wait for INIT.
+func (s *serverSocket) hello() (socket.Hello, time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := socket.Hello{
 		Name: "memifnet", MinVersion: socket.Version, MaxVersion: socket.Version,
 		MaxRegion: helloMaxRegion, MaxLog2RingSize: ring.MaxLog2Size,
 	}
+	timeout := DefaultHandshakeTimeout
 	for _, i := range s.ifaces {
 		h.MaxS2MRing = max(h.MaxS2MRing, uint16(i.cfg.RxQueues-1))
 		h.MaxM2SRing = max(h.MaxM2SRing, uint16(i.cfg.TxQueues-1))
 		h.Name = i.cfg.AppName
+		timeout = min(timeout, i.cfg.HandshakeTimeout)
 	}
-	return h
+	return h, timeout
 }
 
 // serve runs the server's side of the handshake for one client, then serves the connection.
@@ -202,11 +205,12 @@ func (s *serverSocket) serve(ctl *socket.Conn) {
 // bind sends HELLO, reads INIT and claims the interface it names. Every refusal is sent to the
 // client as DISCONNECT with the reason.
 func (s *serverSocket) bind(ctl *socket.Conn) (*Interface, *sync.WaitGroup, socket.Init, error) {
-	_ = ctl.SetDeadline(time.Now().Add(DefaultHandshakeTimeout))
-	if err := ctl.Send(s.hello(), -1); err != nil {
+	hello, timeout := s.hello()
+	_ = ctl.SetDeadline(time.Now().Add(timeout))
+	if err := ctl.Send(hello, -1); err != nil {
 		return nil, nil, socket.Init{}, err
 	}
-	m, fd, err := ctl.Recv()
+	m, fd, err := recv(ctl)
 	closeFd(fd)
 	if err != nil {
 		return nil, nil, socket.Init{}, err
@@ -291,7 +295,7 @@ func (i *Interface) serverHandshake(ctl *socket.Conn, peerApp string) (_ *connec
 	}
 	for {
 		_ = ctl.SetDeadline(time.Now().Add(i.cfg.HandshakeTimeout))
-		m, fd, err := ctl.Recv()
+		m, fd, err := recv(ctl)
 		if err != nil {
 			return nil, err
 		}

@@ -59,6 +59,16 @@ func (c *Conn) Send(m Msg, fd int) error {
 	return nil
 }
 
+// MalformedError is a datagram that is not a valid memif message: wrong size, unknown type,
+// too many fds. The connection is usable afterwards, but a peer that sends one is broken.
+type MalformedError struct{ Reason string }
+
+func (e *MalformedError) Error() string { return e.Reason }
+
+func malformed(format string, a ...any) error {
+	return &MalformedError{Reason: fmt.Sprintf(format, a...)}
+}
+
 // Recv reads one message. fd is the descriptor that came with it, or -1; the caller owns it. A
 // message with more than one fd, a truncated message or control part, or a malformed message is an
 // error, and any fds received with it are closed. io.EOF means the peer closed the socket.
@@ -83,19 +93,19 @@ func (c *Conn) Recv() (m Msg, fd int, err error) {
 	}
 	if flags&unix.MSG_CTRUNC != 0 {
 		closeAll()
-		return nil, -1, errors.New("receive: control data truncated (too many fds attached)")
+		return nil, -1, malformed("control data truncated (too many fds attached)")
 	}
 	if flags&unix.MSG_TRUNC != 0 {
 		n = len(c.buf) // the datagram was larger than the buffer: reported as a size error below
 	}
 	if len(fds) > 1 {
 		closeAll()
-		return nil, -1, fmt.Errorf("receive: message carries %d fds, at most 1 allowed", len(fds))
+		return nil, -1, malformed("message carries %d fds, at most 1 allowed", len(fds))
 	}
 	m, err = Decode(c.buf[:n])
 	if err != nil {
 		closeAll()
-		return nil, -1, err
+		return nil, -1, &MalformedError{Reason: err.Error()}
 	}
 	fd = -1
 	if len(fds) == 1 {
