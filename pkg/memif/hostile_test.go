@@ -416,12 +416,12 @@ func TestHostileDescriptors(t *testing.T) {
 
 	// Each bad descriptor is dropped and counted; the good ones around them arrive intact.
 	put(good(0, "first"))
-	put(ring.Desc{Region: 1, Length: 10})                               // no such region
-	put(ring.Desc{Offset: size - 4, Length: 8})                         // runs past the region
-	put(ring.Desc{Offset: 0xfffffff0, Length: 0x20})                    // offset+length overflows 32 bits
-	put(ring.Desc{Offset: 0, Length: 0})                                // empty
+	put(ring.Desc{Region: 1, Length: 10})                                 // no such region
+	put(ring.Desc{Offset: size - 4, Length: 8})                           // runs past the region
+	put(ring.Desc{Offset: 0xfffffff0, Length: 0x20})                      // offset+length overflows 32 bits
+	put(ring.Desc{Offset: 0, Length: 0})                                  // empty
 	put(ring.Desc{Flags: ring.DescFlagNext, Offset: size - 2, Length: 4}) // bad segment in a chain
-	put(ring.Desc{Offset: 0, Length: 4})                                //   its last segment
+	put(ring.Desc{Offset: 0, Length: 4})                                  //   its last segment
 	put(good(1, "last"))
 	s2m.StoreHead(head)
 	if n := rx.RxBurst(bufs); n != 2 || string(bufs[0]) != "first" || string(bufs[1]) != "last" {
