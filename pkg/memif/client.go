@@ -74,19 +74,15 @@ func (i *Interface) connectOnce() (err error, inHandshake bool) {
 // serveConnected reads the control channel of an established connection until it ends, and says
 // why. Only DISCONNECT is allowed now; anything else is answered with one.
 func serveConnected(ctl *socket.Conn) error {
-	for {
-		m, fd, err := recv(ctl)
-		closeFd(fd)
-		if err != nil {
-			return fmt.Errorf("control channel closed: %w", err)
-		}
-		if d, ok := m.(socket.Disconnect); ok {
-			return &PeerError{Code: d.Code, Reason: d.Reason}
-		}
-		reason := fmt.Sprintf("unexpected %s message on a connected interface", m.Type())
-		_ = ctl.Send(socket.Disconnect{Reason: reason}, -1)
-		return &protocolError{reason: reason}
+	m, fd, err := recv(ctl)
+	closeFd(fd)
+	if err != nil {
+		return fmt.Errorf("control channel closed: %w", err)
 	}
+	if d, ok := m.(socket.Disconnect); ok {
+		return &PeerError{Code: d.Code, Reason: d.Reason}
+	}
+	return refuse(ctl, "unexpected %s message on a connected interface", m.Type())
 }
 
 func closeFd(fd int) {
@@ -223,7 +219,16 @@ func newClientConnection(cfg Config, numS2M, numM2S int, log2 uint8) (c *connect
 	bufBase := (nrings*ringBytes + 63) &^ 63
 	slots := 1 << log2
 	size := bufBase + nrings*slots*cfg.BufferSize
-	region, err := alloc.NewRegion("memif-"+cfg.Name, size, cfg.Memory)
+	var region *alloc.Region
+	if cfg.NewRegion != nil {
+		region, err = cfg.NewRegion("memif-"+cfg.Name, size)
+		if err == nil && len(region.Mem) < size {
+			region.Close()
+			err = fmt.Errorf("region of %d bytes, %d needed", len(region.Mem), size)
+		}
+	} else {
+		region, err = alloc.NewRegion("memif-"+cfg.Name, size, cfg.Memory)
+	}
 	if err != nil {
 		return nil, err
 	}

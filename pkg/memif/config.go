@@ -89,6 +89,11 @@ type Config struct {
 
 	// Memory backs a client's region: hugepages when available by default.
 	Memory alloc.Backing
+	// NewRegion, when set, creates a client's region instead of alloc.NewRegion with Memory: for
+	// example alloc.OpenFileRegion on a hugepage pool unit the device plugin granted. It must return
+	// a region of at least size bytes whose fd the peer can map. The region is closed when the
+	// connection ends and created anew for the next one.
+	NewRegion func(name string, size int) (*alloc.Region, error)
 
 	// ReconnectInterval is how long a client waits before dialling again after the server went
 	// away, refused it, or could not be reached.

@@ -2,6 +2,7 @@ package memif
 
 import (
 	"errors"
+	"net"
 
 	"golang.org/x/sys/unix"
 
@@ -42,7 +43,10 @@ func (c *connection) mems() [][]byte {
 func (c *connection) close() error {
 	var errs []error
 	if c.ctl != nil {
-		errs = append(errs, c.ctl.Close())
+		// Close may have shut the socket already to wake the goroutine that gets here.
+		if err := c.ctl.Close(); !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
 	}
 	for _, rs := range [][]ringInfo{c.s2m, c.m2s} {
 		for _, r := range rs {

@@ -41,11 +41,6 @@ func check(p []byte, seq uint32, size int) error {
 	return nil
 }
 
-type endpoint struct {
-	tx *memif.TxQueue
-	rx *memif.RxQueue
-}
-
 // pump sends count packets of sizes chosen by sizeOf through tx and receives them through rx,
 // checking every byte; bursts of up to burst packets, both sides in their own goroutines.
 func pump(t *testing.T, tx *memif.TxQueue, rx *memif.RxQueue, count, burst int, sizeOf func(uint32) int) {

@@ -498,14 +498,7 @@ func TestHostileDescriptors(t *testing.T) {
 	}
 }
 
-// rawServer accepts one client and runs the server side of the handshake by hand.
-type rawServer struct {
-	t      *testing.T
-	ctl    *socket.Conn
-	region *alloc.Region
-	rings  []ring.Ring
-}
-
+// acceptRaw accepts one client and sends it hello; the test drives the rest by hand.
 func acceptRaw(t *testing.T, ln *socket.Listener, hello socket.Hello) *rawPeer {
 	t.Helper()
 	ctl, err := ln.Accept()

@@ -275,10 +275,10 @@ func splitPools(list string) []string {
 	return out
 }
 
-// OpenPort opens the interface a port spec describes. When the pod was granted a hugepage pool
-// ($MEMIFNET_POOLS) and this side is the client (the side that creates the shared memory), the
-// interface asks for hugepage backing, so a pod whose pool is there gets hugepages or a clear
-// error rather than a silent fallback to small pages.
+// OpenPort opens the interface a port spec describes. When the pod was granted hugepage pool
+// units ($MEMIFNET_POOLS) and this side is the client (the side that creates the shared memory),
+// its region is mapped from a pool unit, so a pod whose pool is there gets its pre-faulted
+// hugepages or a clear error rather than a silent fallback to small pages.
 func OpenPort(s PortSpec, opts ...PortOption) (*Interface, error) {
 	var o portOptions
 	for _, opt := range opts {
@@ -295,10 +295,8 @@ func OpenPort(s PortSpec, opts ...PortOption) (*Interface, error) {
 	if o.pools != nil {
 		pools = splitPools(*o.pools)
 	}
-	if cfg.Role == RoleClient && len(pools) > 0 && poolIsHuge(pools[0]) {
-		// Regions come from memfd_create(MFD_HUGETLB) until the client can map a pool file
-		// directly; the pool's presence says the pod was meant to run on hugepages.
-		cfg.Memory = alloc.BackingHugepages
+	if cfg.Role == RoleClient && len(pools) > 0 {
+		cfg.NewRegion = poolRegion(pools)
 	}
 	for _, f := range o.edit {
 		f(&cfg)
@@ -310,8 +308,17 @@ func OpenPort(s PortSpec, opts ...PortOption) (*Interface, error) {
 	return ifc, nil
 }
 
-// poolIsHuge reports whether a pool unit file lives on hugetlbfs.
-func poolIsHuge(file string) bool {
-	huge, err := alloc.IsHugetlbfs(file)
-	return err == nil && huge
+// poolRegion maps the client's region from the first pool unit that no other interface of the
+// pod holds (OpenFileRegion locks a unit while it is mapped).
+func poolRegion(units []string) func(string, int) (*alloc.Region, error) {
+	return func(_ string, size int) (*alloc.Region, error) {
+		for _, u := range units {
+			r, err := alloc.OpenFileRegion(u, size)
+			if errors.Is(err, alloc.ErrFileInUse) {
+				continue
+			}
+			return r, err
+		}
+		return nil, fmt.Errorf("all %d hugepage pool units (%s) are in use by other interfaces", len(units), EnvPools)
+	}
 }

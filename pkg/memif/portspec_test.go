@@ -2,9 +2,11 @@ package memif_test
 
 import (
 	"context"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +42,7 @@ func TestPortSpecConfig(t *testing.T) {
 	}
 	want := memif.Config{Role: memif.RoleServer, Socket: "/run/memifnet/slot-000/link/memif.sock", ID: 3,
 		Secret: "s3cret", Mode: memif.ModeEthernet, Name: "east", RxQueues: 2, TxQueues: 2, RingSize: 512, BufferSize: 2048}
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("Config() = %+v\nwant %+v", cfg, want)
 	}
 }
@@ -167,5 +169,47 @@ func TestPortSpecStaysLight(t *testing.T) {
 				t.Errorf("pkg/memif depends on %s", dep)
 			}
 		}
+	}
+}
+
+// TestOpenPortUsesPoolUnit: a client port maps its region from the pod's pool unit (the ring
+// cookie shows up in the file), and a second port finds the unit taken.
+func TestOpenPortUsesPoolUnit(t *testing.T) {
+	unit := filepath.Join(t.TempDir(), "hugepool-n0-000")
+	if err := os.WriteFile(unit, make([]byte, 8<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := memiftest.UniqueSocket()
+	srv := open(t, memif.Config{Role: memif.RoleServer, Socket: addr})
+	quiet := memif.WithLogger(memiftest.QuietLogger())
+	spec := memif.PortSpec{Version: "1", Name: "east", Role: "client", Mode: "ethernet", Socket: addr, Queues: 1, RingSize: 256, BufferSize: 2048, Peer: "host"}
+	cli, err := memif.OpenPort(spec, quiet, memif.WithPools(unit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if err := waitUp(t, cli); err != nil {
+		t.Fatal(err)
+	}
+	exchange(t, srv, cli)
+	b, err := os.ReadFile(unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if binary.NativeEndian.Uint32(b) != 0x03E31F20 {
+		t.Fatalf("pool unit starts with %x, want the ring cookie", b[:4])
+	}
+	spec2 := spec
+	spec2.ID = 1
+	second, err := memif.OpenPort(spec2, quiet, memif.WithPools(unit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	for second.Err() == nil {
+		<-second.Changed()
+	}
+	if err := second.Err(); !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("second port: %v", err)
 	}
 }

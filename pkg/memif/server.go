@@ -235,36 +235,37 @@ func (s *serverSocket) bind(ctl *socket.Conn) (*Interface, *sync.WaitGroup, sock
 	if i == nil {
 		return nil, nil, socket.Init{}, refuse(ctl, "ID not found")
 	}
-	if err := i.claim(ctl, init); err != nil {
+	if reason := i.claim(ctl, init); reason != "" {
 		wg.Done()
-		return nil, nil, socket.Init{}, refuse(ctl, "%s", err)
+		return nil, nil, socket.Init{}, refuse(ctl, "%s", reason)
 	}
 	return i, wg, init, nil
 }
 
-// claim checks a client's INIT against the interface and reserves the interface for it.
-func (i *Interface) claim(ctl *socket.Conn, init socket.Init) error {
+// claim checks a client's INIT against the interface and reserves the interface for it. A
+// refusal's reason uses the words libmemif, VPP and DPDK send, so that peers' logs read alike.
+func (i *Interface) claim(ctl *socket.Conn, init socket.Init) (refusal string) {
 	if Mode(init.Mode) != i.cfg.Mode {
-		return fmt.Errorf("mode mismatch: client %s, server %s", Mode(init.Mode), i.cfg.Mode)
+		return fmt.Sprintf("mode mismatch: client %s, server %s", Mode(init.Mode), i.cfg.Mode)
 	}
 	if i.cfg.Secret != "" {
 		if init.Secret == "" {
-			return errors.New("Secret required")
+			return "Secret required"
 		}
 		if init.Secret != i.cfg.Secret {
-			return errors.New("Incorrect secret")
+			return "Incorrect secret"
 		}
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.closed {
-		return errors.New("ID not found")
+		return "ID not found"
 	}
 	if i.conn != nil || i.pending != nil {
-		return errors.New("Already connected")
+		return "Already connected"
 	}
 	i.pending = ctl
-	return nil
+	return ""
 }
 
 // pendingRing is a ring announced by ADD_RING, mapped at CONNECT.
