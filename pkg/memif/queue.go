@@ -149,3 +149,24 @@ func (q *RxQueue) Index() int { return q.index }
 
 // Index is the queue number.
 func (q *TxQueue) Index() int { return q.index }
+
+// RingState is a snapshot of a queue's ring for diagnostics, like VPP's "show memif".
+type RingState struct {
+	Size   int
+	Head   uint16 // written by the client
+	Tail   uint16 // written by the server
+	Flags  uint16 // written by the ring's receiver
+	Cursor uint16 // this side's next descriptor to consume or produce
+}
+
+// RingState reads the ring's indices; ok is false while the queue is down.
+func (q *queue) RingState() (s RingState, ok bool) {
+	if !q.acquire() {
+		return RingState{}, false
+	}
+	defer q.release()
+	return RingState{
+		Size: q.ring.Size(), Head: q.ring.LoadHead(), Tail: q.ring.LoadTail(),
+		Flags: q.ring.LoadFlags(), Cursor: q.cursor,
+	}, true
+}
