@@ -15,8 +15,8 @@ import (
 // from outside the regions.
 func FuzzRxRing(f *testing.F) {
 	seed := make([]byte, 16*16+8)
-	binary.NativeEndian.PutUint16(seed[0:], 3)  // head
-	binary.NativeEndian.PutUint16(seed[2:], 3)  // tail
+	binary.NativeEndian.PutUint16(seed[0:], 3)   // head
+	binary.NativeEndian.PutUint16(seed[2:], 3)   // tail
 	binary.NativeEndian.PutUint32(seed[8+4:], 5) // desc 0 length
 	f.Add(seed, uint16(0), uint16(0), true)
 	f.Add(seed, uint16(0), uint16(0), false)
