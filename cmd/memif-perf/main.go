@@ -7,6 +7,11 @@
 // (ping mode appends rtt_p50_us=.. rtt_p99_us=.. rtt_p999_us=.. samples=N). Exit codes: 0 ok, 1
 // verification failed (or a verified run received nothing), 2 usage, 3 link never up, 4 the peer
 // refused the handshake.
+//
+// In a pod wired by memif-cni, --port NAME opens the port memif-cni described in
+// /run/memifnet/*/port.json ($MEMIFNET_DIR overrides the directory) with memif.OpenPort: role,
+// socket, id, secret, mode, queues and sizes then come from port.json, and the flags that would
+// set them are refused.
 package main
 
 import (
@@ -17,6 +22,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -45,6 +51,7 @@ func run() int {
 		mac        = fs.String("mac", "02:fe:00:00:00:01", "source MAC of sent frames")
 		peerMAC    = fs.String("peer-mac", "02:00:00:00:00:00", "destination MAC of sent frames (testpmd's default peer address)")
 		logLevel   = fs.String("log-level", "warn", "library log level: debug, info, warn, error")
+		port       = fs.String("port", "", "open the memif-cni port NAME from $MEMIFNET_DIR/*/port.json (default dir "+memif.DefaultPortDir+"); port.json then sets role, socket, id, secret, mode, queues and sizes")
 	)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return traffic.ExitUsage
@@ -91,12 +98,40 @@ func run() int {
 		return usage("--connect-timeout must be positive and --duration not negative")
 	}
 
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cfg := memif.Config{
+		Role: r, Socket: *sock, ID: uint32(*id), Secret: *secret, Mode: memif.ModeEthernet,
+		RxQueues: *queues, TxQueues: *queues, RingSize: *ringSize, BufferSize: *bufSize,
+		Logger: logger,
+	}
+	var open func() (*memif.Interface, error)
+	if *port != "" {
+		var set []string
+		fs.Visit(func(f *flag.Flag) {
+			if portSets[f.Name] {
+				set = append(set, "--"+f.Name)
+			}
+		})
+		if len(set) > 0 {
+			return usage("--port %s takes %s from port.json; drop them", *port, strings.Join(set, ", "))
+		}
+		spec, err := lookupPort(*port)
+		if err != nil {
+			return usage("--port: %v", err)
+		}
+		if cfg, err = spec.Config(); err != nil {
+			return usage("--port: %v", err)
+		}
+		cfg.Logger = logger
+		*queues, *bufSize = spec.Queues, spec.BufferSize
+		fmt.Fprintf(os.Stderr, "memif-perf: port %q from %s: %s, socket %s, id %d, %d queue(s)\n",
+			spec.Name, spec.File, spec.Role, spec.Socket, spec.ID, spec.Queues)
+		open = func() (*memif.Interface, error) { return memif.OpenPort(spec, memif.WithLogger(logger)) }
+	}
+
 	s := &traffic.Session{
-		Memif: memif.Config{
-			Role: r, Socket: *sock, ID: uint32(*id), Secret: *secret, Mode: memif.ModeEthernet,
-			RxQueues: *queues, TxQueues: *queues, RingSize: *ringSize, BufferSize: *bufSize,
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
-		},
+		Memif: cfg,
+		Open:  open,
 		Traffic: traffic.Config{
 			Mode: m, Size: *size, Burst: *burst, Verify: *verifyFlag, Queues: *queues,
 			MaxFrame: max(*size, *bufSize, 2048), Src: src, Dst: dst,
@@ -108,6 +143,31 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return s.Run(ctx)
+}
+
+// portSets are the flags whose values come from port.json under --port.
+var portSets = map[string]bool{
+	"role": true, "socket": true, "id": true, "secret": true, "queues": true, "ring-size": true, "buffer-size": true,
+}
+
+// lookupPort finds port name among the port.json files memif-cni wrote into the pod.
+func lookupPort(name string) (memif.PortSpec, error) {
+	specs, err := memif.Discover()
+	if err != nil {
+		return memif.PortSpec{}, err
+	}
+	if spec, ok := memif.Lookup(specs, name); ok {
+		return spec, nil
+	}
+	dir := os.Getenv(memif.EnvPortDir)
+	if dir == "" {
+		dir = memif.DefaultPortDir
+	}
+	names := make([]string, 0, len(specs))
+	for _, s := range specs {
+		names = append(names, s.Name)
+	}
+	return memif.PortSpec{}, fmt.Errorf("no port %q in %s/*/port.json (ports: %q)", name, dir, names)
 }
 
 func parseMAC(s string) ([6]byte, error) {

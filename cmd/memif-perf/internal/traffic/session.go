@@ -23,7 +23,10 @@ const (
 // Session is one memif-perf run: open the interface, wait for the link, run the loops for the
 // duration, report.
 type Session struct {
-	Memif          memif.Config
+	Memif memif.Config
+	// Open, when set, opens the interface instead of memif.Open(Memif) (memif-perf --port uses
+	// memif.OpenPort, which also maps the pod's hugepage pool unit).
+	Open           func() (*memif.Interface, error)
 	Traffic        Config
 	Duration       time.Duration // from link up; 0 = until ctx ends
 	ConnectTimeout time.Duration
@@ -33,7 +36,11 @@ type Session struct {
 // Run returns the process exit code. The final line on Stdout is always the machine-readable
 // summary; progress and diagnostics go to Stderr.
 func (s *Session) Run(ctx context.Context) int {
-	iface, err := memif.Open(s.Memif)
+	open := s.Open
+	if open == nil {
+		open = func() (*memif.Interface, error) { return memif.Open(s.Memif) }
+	}
+	iface, err := open()
 	if err != nil {
 		fmt.Fprintf(s.Stderr, "memif-perf: %v\n", err)
 		s.summary(Totals{}, 0, nil)
