@@ -253,7 +253,10 @@ func newClientConnection(cfg Config, numS2M, numM2S int, log2 uint8) (c *connect
 		if err != nil {
 			return nil, fmt.Errorf("create ring eventfd: %w", err)
 		}
-		ri := ringInfo{r: r, eventfd: efd, bufBase: base}
+		ri, err := newRingInfo(r, efd, base)
+		if err != nil {
+			return nil, err
+		}
 		if k < numS2M {
 			c.s2m = append(c.s2m, ri)
 		} else {

@@ -59,6 +59,7 @@ const (
 	DefaultBufferSize        = 2048
 	DefaultReconnectInterval = time.Second
 	DefaultHandshakeTimeout  = 5 * time.Second
+	DefaultMaxSleep          = 100 * time.Millisecond
 	MaxQueues                = 255
 	MaxBufferSize            = 65535 * 16 // a generous bound; descriptors carry 32-bit lengths
 )
@@ -100,6 +101,10 @@ type Config struct {
 	ReconnectInterval time.Duration
 	// HandshakeTimeout bounds each step of the handshake, so a peer that stalls cannot hold an id.
 	HandshakeTimeout time.Duration
+	// MaxSleep bounds one RxQueue.Wait (default 100 ms). A peer that publishes without a full
+	// barrier between its index store and its MASK_INT load (DPDK's transmit path has none) can
+	// miss our unmasking and not signal; waking this often turns that into a late poll, not a stall.
+	MaxSleep time.Duration
 
 	Logger *slog.Logger
 }
@@ -135,6 +140,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.MaxSleep == 0 {
+		c.MaxSleep = DefaultMaxSleep
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -174,8 +182,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CacheLine != 64 && c.CacheLine != 128 {
 		bad("cache line %d: must be 64 or 128", c.CacheLine)
 	}
-	if c.ReconnectInterval < 0 || c.HandshakeTimeout < 0 {
-		bad("reconnect interval and handshake timeout must not be negative")
+	if c.ReconnectInterval < 0 || c.HandshakeTimeout < 0 || c.MaxSleep < 0 {
+		bad("reconnect interval, handshake timeout and max sleep must not be negative")
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("memif config: %w", err)

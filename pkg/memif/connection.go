@@ -2,7 +2,9 @@ package memif
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"os"
 
 	"golang.org/x/sys/unix"
 
@@ -27,8 +29,20 @@ type connection struct {
 
 type ringInfo struct {
 	r       ring.Ring
-	eventfd int
-	bufBase uint32 // client only: offset of this ring's first buffer in region 0
+	eventfd int      // the ring's interrupt eventfd, owned by efile
+	efile   *os.File // eventfd in the Go runtime's poller, so a sleeping receiver holds no thread
+	bufBase uint32   // client only: offset of this ring's first buffer in region 0
+}
+
+// newRingInfo wraps the ring's eventfd for the runtime poller. It takes ownership of efd. The fd
+// must be non-blocking for the poller; the flag is shared with the peer's copy of the fd, which
+// every memif implementation creates non-blocking anyway (EFD_NONBLOCK).
+func newRingInfo(r ring.Ring, efd int, bufBase uint32) (ringInfo, error) {
+	if err := unix.SetNonblock(efd, true); err != nil {
+		unix.Close(efd)
+		return ringInfo{}, fmt.Errorf("ring eventfd: %w", err)
+	}
+	return ringInfo{r: r, eventfd: efd, efile: os.NewFile(uintptr(efd), "memif-eventfd"), bufBase: bufBase}, nil
 }
 
 func (c *connection) mems() [][]byte {
@@ -50,8 +64,8 @@ func (c *connection) close() error {
 	}
 	for _, rs := range [][]ringInfo{c.s2m, c.m2s} {
 		for _, r := range rs {
-			if r.eventfd >= 0 {
-				errs = append(errs, unix.Close(r.eventfd))
+			if r.efile != nil {
+				errs = append(errs, r.efile.Close())
 			}
 		}
 	}

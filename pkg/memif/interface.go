@@ -62,6 +62,7 @@ func Open(cfg Config) (*Interface, error) {
 	i.rx = make([]*RxQueue, cfg.RxQueues)
 	for k := range i.rx {
 		i.rx[k] = &RxQueue{index: k}
+		i.rx[k].maxSleep = cfg.MaxSleep
 		i.rx[k].guard.Store(guardDown)
 		i.rx[k].eventfd = -1
 	}
@@ -221,6 +222,7 @@ func (q *queue) setConn(ri ringInfo, mems [][]byte, client bool, bufSize uint32)
 	q.regions = mems
 	q.client = client
 	q.eventfd = ri.eventfd
+	q.efile = ri.efile
 	q.bufRegion = 0
 	q.bufBase = ri.bufBase
 	q.bufSize = bufSize
@@ -270,7 +272,7 @@ func (i *Interface) detach(c *connection, reason error) {
 func (q *queue) clearConn() {
 	q.ring = ring.Ring{}
 	q.regions, q.bufs = nil, nil
-	q.eventfd = -1
+	q.eventfd, q.efile = -1, nil
 }
 
 // Close disconnects (sending DISCONNECT with a reason to the peer), stops reconnecting, releases

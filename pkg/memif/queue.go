@@ -2,8 +2,10 @@ package memif
 
 import (
 	"encoding/binary"
+	"os"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -37,6 +39,7 @@ type queue struct {
 	regions [][]byte // every region of the connection, by index
 	client  bool     // we are the client: we write head and own the buffers
 	eventfd int      // the ring's interrupt eventfd
+	efile   *os.File // the same eventfd in the runtime poller (Rx: Wait sleeps on it)
 
 	// The client's own buffers for this ring: buffer of slot s is at bufBase+s*bufSize in region
 	// bufRegion. Never read back from shared memory, where the peer could change it.
@@ -44,6 +47,8 @@ type queue struct {
 	bufBase   uint32
 	bufSize   uint32
 	bufs      []byte // region bufRegion, for the client's own writes
+
+	maxSleep time.Duration // Rx: the longest Wait (Config.MaxSleep)
 
 	cursor uint16 // next descriptor to consume (Rx) or produce (Tx)
 	head   uint16 // client Rx: slots armed for the server up to here
@@ -124,8 +129,10 @@ func (q *queue) span(region uint16, offset, length uint32) ([]byte, bool) {
 
 var eventfdOne = func() (b [8]byte) { binary.NativeEndian.PutUint64(b[:], 1); return }()
 
-// notify signals the peer after publishing, unless it polls (MASK_INT).
+// notify signals the peer after publishing, unless it polls (MASK_INT). The fence keeps the flags
+// load after the index store; see ring.Fence.
 func (q *queue) notify() {
+	ring.Fence()
 	if q.ring.LoadFlags()&ring.FlagMaskInt == 0 && q.eventfd >= 0 {
 		// EAGAIN means the counter is saturated: the peer has been signalled already.
 		_, _ = unix.Write(q.eventfd, eventfdOne[:])

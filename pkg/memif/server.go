@@ -398,7 +398,8 @@ func (i *Interface) mapRings(c *connection, rings *[2][]pendingRing) error {
 		return fmt.Errorf("client announced %d S2M and %d M2S rings; at least one each needed", len(rings[0]), len(rings[1]))
 	}
 	for dir := range rings {
-		for _, pr := range rings[dir] {
+		for k := range rings[dir] {
+			pr := &rings[dir][k]
 			mem := c.regions[pr.msg.Region].Mem[pr.msg.Offset:]
 			r, err := ring.New(mem, pr.msg.Log2RingSize, i.cfg.CacheLine)
 			if err != nil {
@@ -407,7 +408,11 @@ func (i *Interface) mapRings(c *connection, rings *[2][]pendingRing) error {
 			if r.Cookie() != ring.Cookie {
 				return fmt.Errorf("ring cookie mismatch (%#x)", r.Cookie())
 			}
-			ri := ringInfo{r: r, eventfd: pr.eventfd}
+			ri, err := newRingInfo(r, pr.eventfd, 0)
+			pr.eventfd = -1 // owned by ri now, or closed
+			if err != nil {
+				return err
+			}
 			if dir == 0 {
 				// We receive on S2M rings and poll them: ask the client not to signal.
 				r.StoreFlags(ring.FlagMaskInt)

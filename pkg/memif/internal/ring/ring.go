@@ -146,3 +146,10 @@ func (r *Ring) StoreTail(v uint16) {
 
 // StoreFlags store-releases flags. Only the ring's receiver writes them.
 func (r *Ring) StoreFlags(v uint16) { store16((*uint16)(unsafe.Add(r.hdr, offFlagsHalf)), v) }
+
+// Fence orders this side's earlier stores (an index it just published, a flag it just cleared)
+// before its later loads (the peer's flags or index). Both sides of the interrupt hand-shake need
+// it: the consumer clears MASK_INT and then re-reads the index, the producer publishes the index
+// and then reads MASK_INT; without the barrier each could read the other's old value and the
+// consumer would sleep with packets waiting.
+func Fence() { fence() }

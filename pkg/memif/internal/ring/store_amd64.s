@@ -9,3 +9,11 @@ TEXT ·store16(SB), NOSPLIT, $0-10
 	MOVW v+8(FP), BX
 	MOVW BX, (AX)
 	RET
+
+// func fence()
+// MFENCE orders every earlier store before every later load: x86-TSO lets a load overtake an
+// earlier store to another address, which would let a producer read a stale MASK_INT after
+// publishing and skip a wake-up its peer now waits for.
+TEXT ·fence(SB), NOSPLIT, $0-0
+	MFENCE
+	RET

@@ -7,3 +7,9 @@ TEXT ·store16(SB), NOSPLIT, $0-10
 	MOVHU v+8(FP), R1
 	STLRH R1, (R0)
 	RET
+
+// func fence()
+// A full barrier (inner shareable): earlier loads and stores before later ones.
+TEXT ·fence(SB), NOSPLIT, $0-0
+	DMB $0xb
+	RET

@@ -6,3 +6,8 @@ package ring
 //
 //go:noescape
 func store16(addr *uint16, v uint16)
+
+// fence is a full memory barrier: no later load is performed before an earlier store is visible.
+//
+//go:noescape
+func fence()

@@ -32,3 +32,8 @@ func halfShift(off uintptr) uint {
 	}
 	return 16
 }
+
+var fenceWord uint32
+
+// fence is a full memory barrier: sync/atomic read-modify-writes are sequentially consistent.
+func fence() { atomic.AddUint32(&fenceWord, 0) }
