@@ -12,15 +12,18 @@ import (
 	"github.com/memifnet/memifnet/pkg/socket"
 )
 
-// runClient connects, serves the connection until it ends, and connects again after
-// ReconnectInterval, until Close.
+// runClient connects, serves the connection until it ends, and connects again, until Close.
+// Attempts back off from firstRetry, doubling up to ReconnectInterval: a server that restarts at
+// once is found at once, one that stays away costs a dial per interval.
 func (i *Interface) runClient() {
 	defer close(i.done)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
+	delay := min(firstRetry, i.cfg.ReconnectInterval)
 	for {
-		if err, inHandshake := i.connectOnce(); err != nil {
+		err, inHandshake := i.connectOnce()
+		if err != nil {
 			i.setErr(err, inHandshake)
 			var pe *PeerError
 			if inHandshake && errors.As(err, &pe) {
@@ -29,7 +32,11 @@ func (i *Interface) runClient() {
 				i.log.Debug("memif: connect attempt failed", "err", err)
 			}
 		}
-		timer.Reset(i.cfg.ReconnectInterval)
+		if i.connected() {
+			delay = min(firstRetry, i.cfg.ReconnectInterval) // a connection was made: start over
+		}
+		timer.Reset(delay)
+		delay = min(2*delay, i.cfg.ReconnectInterval)
 		select {
 		case <-i.stop:
 			return
@@ -37,6 +44,16 @@ func (i *Interface) runClient() {
 		}
 	}
 }
+
+// connected reports, and forgets, whether the last attempt got the link up.
+func (i *Interface) connected() bool {
+	up := i.wasUp
+	i.wasUp = false
+	return up
+}
+
+// firstRetry is the first reconnect delay.
+const firstRetry = 50 * time.Millisecond
 
 // connectOnce dials, runs the handshake and serves the connection until it ends. It returns why
 // the attempt failed or the connection ended, and whether that happened during the handshake.
@@ -66,6 +83,7 @@ func (i *Interface) connectOnce() (err error, inHandshake bool) {
 		c.close()
 		return err, false
 	}
+	i.wasUp = true
 	reason := serveConnected(c.ctl)
 	i.detach(c, reason)
 	return reason, false

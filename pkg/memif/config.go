@@ -96,8 +96,8 @@ type Config struct {
 	// connection ends and created anew for the next one.
 	NewRegion func(name string, size int) (*alloc.Region, error)
 
-	// ReconnectInterval is how long a client waits before dialling again after the server went
-	// away, refused it, or could not be reached.
+	// ReconnectInterval caps how long a client waits before dialling again after the server went
+	// away, refused it, or could not be reached: retries start after 50 ms and double up to it.
 	ReconnectInterval time.Duration
 	// HandshakeTimeout bounds each step of the handshake, so a peer that stalls cannot hold an id.
 	HandshakeTimeout time.Duration

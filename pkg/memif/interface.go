@@ -29,9 +29,10 @@ type Interface struct {
 	changed chan struct{}
 	link    LinkInfo
 
-	stop chan struct{} // client: closed by Close
-	done chan struct{} // client: closed when the connect loop has ended
-	srv  *serverSocket // server: the shared listener
+	wasUp bool          // client: the last attempt connected (only the connect loop uses it)
+	stop  chan struct{} // client: closed by Close
+	done  chan struct{} // client: closed when the connect loop has ended
+	srv   *serverSocket // server: the shared listener
 }
 
 // LinkInfo describes the current connection.

@@ -1,0 +1,152 @@
+package memif_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memifnet/memifnet/pkg/memif"
+	"github.com/memifnet/memifnet/pkg/memif/memiftest"
+)
+
+// envEchoServer makes the test binary, re-executed, a memif echo server on that socket.
+const envEchoServer = "MEMIF_TEST_ECHO_SERVER"
+
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(envEchoServer); addr != "" {
+		os.Exit(runEchoServer(addr))
+	}
+	os.Exit(m.Run())
+}
+
+// runEchoServer echoes every packet until killed. It prints "listening" once the socket is bound.
+func runEchoServer(addr string) int {
+	srv, err := memif.Open(memif.Config{Role: memif.RoleServer, Socket: addr, Logger: memiftest.QuietLogger()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("listening")
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM)
+	bufs := make([][]byte, 32)
+	for i := range bufs {
+		bufs[i] = make([]byte, 0, 2048)
+	}
+	rx, tx := srv.RxQueue(0), srv.TxQueue(0)
+	for {
+		select {
+		case <-stop:
+			srv.Close()
+			return 0
+		default:
+		}
+		n, err := rx.RxBurstWait(context.Background(), bufs, 1000)
+		if err != nil {
+			<-srv.Changed() // down: wait for the next client
+			continue
+		}
+		for sent := 0; sent < n; {
+			sent += tx.TxBurst(bufs[sent:n])
+		}
+	}
+}
+
+func startEchoServer(t *testing.T, addr string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envEchoServer+"="+addr)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if n, err := out.Read(buf); err != nil || string(buf[:n]) != "listening\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("echo server did not start: %q %v", buf[:n], err)
+	}
+	return cmd
+}
+
+// TestReconnectAfterServerKill kills the server process with SIGKILL in the middle of traffic, 20
+// times; each time a new server process starts and the client must be passing verified traffic
+// again within 2 s, with its fd count unchanged.
+func TestReconnectAfterServerKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes: not in -short")
+	}
+	addr := memiftest.UniqueSocket()
+	srv := startEchoServer(t, addr)
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	cli := open(t, memif.Config{Role: memif.RoleClient, Socket: addr})
+	tx, rx := cli.TxQueue(0), cli.RxQueue(0)
+	bufs := make([][]byte, 32)
+	for i := range bufs {
+		bufs[i] = make([]byte, 0, 2048)
+	}
+	seq := uint32(0)
+	// roundTrip sends one verified packet and waits for it to come back.
+	roundTrip := func(deadline time.Time) error {
+		seq++
+		p := make([]byte, 100)
+		fill(p, seq)
+		for tx.TxBurst([][]byte{p}) != 1 {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("send of packet %d timed out", seq)
+			}
+		}
+		for {
+			n := rx.RxBurst(bufs)
+			for i := range n {
+				if err := check(bufs[i], seq, 100); err == nil {
+					return nil
+				}
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("echo of packet %d timed out", seq)
+			}
+		}
+	}
+	if err := waitUp(t, cli); err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	fds := fdCount(t)
+	var worst time.Duration
+	for round := range 20 {
+		// Traffic in flight when the server dies.
+		pkts := [][]byte{make([]byte, 64), make([]byte, 64), make([]byte, 64)}
+		tx.TxBurst(pkts)
+		srv.Process.Kill()
+		srv.Wait()
+		for cli.Up() {
+			<-cli.Changed()
+		}
+		srv = startEchoServer(t, addr)
+		restarted := time.Now()
+		if err := waitUp(t, cli); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if err := roundTrip(restarted.Add(2 * time.Second)); err != nil {
+			t.Fatalf("round %d: not back within 2 s of the restart: %v", round, err)
+		}
+		worst = max(worst, time.Since(restarted))
+		rx.RxBurst(bufs) // leftovers of the in-flight traffic
+		if now := fdCount(t); now != fds {
+			t.Fatalf("round %d: %d fds open, %d before: leak", round, now, fds)
+		}
+	}
+	t.Logf("slowest recovery after a server restart: %v", worst)
+}
