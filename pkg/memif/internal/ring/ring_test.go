@@ -95,7 +95,7 @@ func TestHalfWordStoresKeepNeighbour(t *testing.T) {
 func TestPublishOrdering(t *testing.T) {
 	mem := shm(t, Size(4, 64))
 	r, _ := New(mem, 4, 64)
-	const total = 1 << 20
+	const total = 1 << 18
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
