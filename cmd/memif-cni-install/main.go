@@ -1,0 +1,173 @@
+// Command memif-cni-install puts memif-cni on a node, like istio-cni's installer. It runs in the
+// memif-deviceplugin DaemonSet:
+//
+//   - always: copies the memif-cni binary into the node's CNI bin dir (atomically, so a runtime
+//     never executes a half-written file);
+//   - with --chain: appends the memif-cni entry to the node's primary CNI configuration (the
+//     first file by name in --cni-conf-dir), the path where the runtime passes pod annotations;
+//   - with --kubeconfig: writes a kubeconfig for memif-cni's API-server fallback (Multus) from the
+//     pod's service account, and keeps its token file fresh;
+//   - with --wait (a sidecar: an init container with restartPolicy Always): stays up, puts the
+//     entry back when the primary plugin rewrites its configuration, and on SIGTERM (the
+//     DaemonSet is deleted) takes the entry out again;
+//   - with --uninstall: takes the entry out (and, with --remove-binary, the binary) and exits.
+//
+// Logs go to stderr as JSON (log/slog).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/memifnet/memifnet/cmd/memif-cni-install/internal/conflist"
+	"github.com/memifnet/memifnet/cmd/memif-cni-install/internal/kubeconfig"
+)
+
+// DefaultPlugin is the chained memif-cni entry: it asks the runtime for the pod annotations and
+// for Multus's device-info file.
+const DefaultPlugin = `{"type":"memif-cni","capabilities":{"io.kubernetes.cri.pod-annotations":true,"CNIDeviceInfoFile":true}}`
+
+type options struct {
+	source, binDir, confDir, plugin, kubeconfig, saDir string
+	chain, wait, uninstall, removeBinary                bool
+	interval                                            time.Duration
+}
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	var o options
+	fs := flag.NewFlagSet("memif-cni-install", flag.ContinueOnError)
+	fs.StringVar(&o.source, "source", "/usr/local/bin/memif-cni", "the memif-cni binary to install")
+	fs.StringVar(&o.binDir, "cni-bin-dir", "/host/opt/cni/bin", "the node's CNI bin dir, as mounted in this container")
+	fs.StringVar(&o.confDir, "cni-conf-dir", "/host/etc/cni/net.d", "the node's CNI configuration dir, as mounted in this container")
+	fs.BoolVar(&o.chain, "chain", false, "append memif-cni to the primary CNI configuration")
+	fs.StringVar(&o.plugin, "plugin-config", DefaultPlugin, "the memif-cni entry to chain (a JSON object)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "write a kubeconfig for memif-cni here (a path in this container; its directory on the node is what memif-cni's kubeconfig key names)")
+	fs.StringVar(&o.saDir, "service-account-dir", "/var/run/secrets/kubernetes.io/serviceaccount", "token and ca.crt for --kubeconfig")
+	fs.BoolVar(&o.wait, "wait", false, "stay up: keep the entry and the token current, uninstall the entry on SIGTERM")
+	fs.DurationVar(&o.interval, "check-interval", 5*time.Second, "with --wait: how often to check the configuration and the token")
+	fs.BoolVar(&o.uninstall, "uninstall", false, "take the memif-cni entry out of the primary configuration and exit")
+	fs.BoolVar(&o.removeBinary, "remove-binary", false, "with --uninstall: also remove the binary (pods deleted afterwards get no memif-cni DEL; the device plugin scrubs their slots)")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, o, log); err != nil {
+		log.Error("memif-cni-install failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, log *slog.Logger) error {
+	if o.uninstall {
+		return uninstall(o, log)
+	}
+	if err := installBinary(o.source, o.binDir); err != nil {
+		return err
+	}
+	log.Info("installed memif-cni", "path", filepath.Join(o.binDir, "memif-cni"))
+	if err := refresh(o, log); err != nil {
+		return err
+	}
+	if !o.wait {
+		return nil
+	}
+	t := time.NewTicker(o.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if o.chain {
+				return uninstall(o, log)
+			}
+			return nil
+		case <-t.C:
+			if err := refresh(o, log); err != nil {
+				// Keep running: the primary plugin may be rewriting its file right now.
+				log.Warn("check failed; retrying", "err", err)
+			}
+		}
+	}
+}
+
+// refresh chains the entry into the primary configuration and rewrites the kubeconfig's token
+// when either changed.
+func refresh(o options, log *slog.Logger) error {
+	var errs []error
+	if o.chain {
+		primary, err := conflist.Primary(o.confDir)
+		if err == nil {
+			var wrote string
+			if wrote, err = conflist.InstallFile(primary, []byte(o.plugin)); err == nil && wrote != "" {
+				log.Info("chained memif-cni into the primary CNI configuration", "file", wrote)
+			}
+		}
+		errs = append(errs, err)
+	}
+	if o.kubeconfig != "" {
+		changed, err := kubeconfig.Write(o.kubeconfig, o.saDir, os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT"))
+		if err == nil && changed {
+			log.Info("wrote kubeconfig for memif-cni", "file", o.kubeconfig)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func uninstall(o options, log *slog.Logger) error {
+	primary, err := conflist.Primary(o.confDir)
+	if err != nil {
+		log.Info("no primary CNI configuration; nothing to take out", "reason", err.Error())
+	} else if changed, err := conflist.UninstallFile(primary); err != nil {
+		return err
+	} else if changed {
+		log.Info("took memif-cni out of the primary CNI configuration", "file", primary)
+	}
+	if o.removeBinary {
+		if err := os.Remove(filepath.Join(o.binDir, "memif-cni")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		log.Info("removed memif-cni", "path", filepath.Join(o.binDir, "memif-cni"))
+	}
+	return nil
+}
+
+// installBinary copies src into dir as memif-cni through a temporary file and a rename.
+func installBinary(src, dir string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".memif-cni-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, "memif-cni")); err != nil {
+		return fmt.Errorf("install memif-cni: %w", err)
+	}
+	return nil
+}
