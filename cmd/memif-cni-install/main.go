@@ -37,8 +37,8 @@ const DefaultPlugin = `{"type":"memif-cni","capabilities":{"io.kubernetes.cri.po
 
 type options struct {
 	source, binDir, confDir, plugin, kubeconfig, saDir string
-	chain, wait, uninstall, removeBinary                bool
-	interval                                            time.Duration
+	chain, wait, uninstall, removeBinary               bool
+	interval                                           time.Duration
 }
 
 func main() {
