@@ -214,7 +214,9 @@ func echoFrame(buf []byte, q int, seq uint32) {
 // queue q's packets on tx queue q).
 func echo(t *testing.T, l *link, c interopCase, perQueue, window int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// A stall fails after stallTimeout without progress; a slow but moving echo (the 2 CPUs are
+	// shared with other jobs) gets up to 2 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	errs := make(chan error, c.nq())
 	for q := range c.nq() {
@@ -247,6 +249,9 @@ func ringDump(iface *memif.Interface, nq int) string {
 	return b.String()
 }
 
+// stallTimeout is how long an echo may make no progress at all before it fails.
+const stallTimeout = 20 * time.Second
+
 func echoQueue(ctx context.Context, iface *memif.Interface, q, size, total, window int) error {
 	rxq, txq := iface.RxQueue(q), iface.TxQueue(q)
 	const burst = 32
@@ -259,9 +264,15 @@ func echoQueue(ctx context.Context, iface *memif.Interface, q, size, total, wind
 	want := make([]byte, size)
 	sent, got := 0, 0
 	batch, off := tx[:0], 0 // batch[off:] is stamped and not yet taken by the ring
+	progress, lastSent, lastGot := time.Now(), -1, -1
 	for got < total {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("queue %d: sent %d, got back %d of %d: %w", q, sent, got, total, err)
+		}
+		if sent != lastSent || got != lastGot {
+			progress, lastSent, lastGot = time.Now(), sent, got
+		} else if time.Since(progress) > stallTimeout {
+			return fmt.Errorf("queue %d: sent %d, got back %d of %d: no progress for %v", q, sent, got, total, stallTimeout)
 		}
 		if off == len(batch) {
 			batch, off = tx[:max(0, min(burst, total-sent, window-(sent-got)))], 0
