@@ -52,3 +52,21 @@ func (p *Pool) Put(idx []uint32) {
 
 // Offset is the region offset of buffer idx.
 func (p *Pool) Offset(idx uint32) uint32 { return p.Base + idx*p.BufSize }
+
+// GetOne takes one free buffer; false when none is left.
+func (p *Pool) GetOne() (uint32, bool) {
+	if p.n == 0 {
+		return 0, false
+	}
+	p.n--
+	return p.free[p.n], true
+}
+
+// PutOne returns one buffer; see Put.
+func (p *Pool) PutOne(idx uint32) {
+	if p.n == len(p.free) {
+		panic("alloc: Pool.PutOne of more buffers than were taken")
+	}
+	p.free[p.n] = idx
+	p.n++
+}

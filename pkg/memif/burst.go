@@ -24,9 +24,13 @@ func (q *RxQueue) RxBurst(pkts [][]byte) int {
 	if avail != 0 {
 		n = q.consume(pkts, avail)
 	}
-	if q.client {
+	switch {
+	case q.zc != nil:
+		q.recycleConsumed(start)
+		q.refillZC()
+	case q.client:
 		q.refill()
-	} else if q.cursor != start {
+	case q.cursor != start:
 		q.ring.StoreTail(q.cursor)
 	}
 	q.release()
@@ -156,9 +160,12 @@ func (q *TxQueue) TxBurst(pkts [][]byte) int {
 		return 0
 	}
 	var n int
-	if q.client {
+	switch {
+	case q.zc != nil:
+		n = q.txCopyZC(pkts)
+	case q.client:
 		n = q.txOwn(pkts)
-	} else {
+	default:
 		n = q.txPeer(pkts)
 	}
 	q.release()

@@ -131,7 +131,10 @@ func (i *Interface) clientHandshake(ctl *socket.Conn) (_ *connection, err error)
 	if log2 < 1 {
 		return nil, refuse(ctl, "server allows rings of 2^%d entries only", hello.MaxLog2RingSize)
 	}
-	c, err := newClientConnection(cfg, numS2M, numM2S, log2)
+	if i.zcRegion != nil && hello.MaxRegion < 1 {
+		return nil, refuse(ctl, "zero-copy needs 2 regions, server allows %d", int(hello.MaxRegion)+1)
+	}
+	c, err := newClientConnection(cfg, numS2M, numM2S, log2, i.zcRegion)
 	if err != nil {
 		return nil, refuse(ctl, "client cannot create its memory: %v", err)
 	}
@@ -230,27 +233,35 @@ func refuse(ctl *socket.Conn, format string, a ...any) error {
 
 // newClientConnection lays out the client's memory like DPDK and VPP: one region holding every
 // ring (S2M rings first, then M2S) followed by one buffer per ring slot in the same order, and
-// creates one interrupt eventfd per ring.
-func newClientConnection(cfg Config, numS2M, numM2S int, log2 uint8) (c *connection, err error) {
+// creates one interrupt eventfd per ring. In zero-copy mode region 0 holds the rings only and the
+// interface's buffer pool, which outlives connections, is announced as region 1.
+func newClientConnection(cfg Config, numS2M, numM2S int, log2 uint8, pool *alloc.Region) (c *connection, err error) {
 	ringBytes := ring.Size(log2, cfg.CacheLine)
 	nrings := numS2M + numM2S
 	bufBase := (nrings*ringBytes + 63) &^ 63
 	slots := 1 << log2
 	size := bufBase + nrings*slots*cfg.BufferSize
 	var region *alloc.Region
-	if cfg.NewRegion != nil {
+	switch {
+	case pool != nil:
+		region, err = alloc.NewRegion("memif-rings-"+cfg.Name, nrings*ringBytes, alloc.BackingMemfd)
+	case cfg.NewRegion != nil:
 		region, err = cfg.NewRegion("memif-"+cfg.Name, size)
 		if err == nil && len(region.Mem) < size {
 			region.Close()
 			err = fmt.Errorf("region of %d bytes, %d needed", len(region.Mem), size)
 		}
-	} else {
+	default:
 		region, err = alloc.NewRegion("memif-"+cfg.Name, size, cfg.Memory)
 	}
 	if err != nil {
 		return nil, err
 	}
 	c = &connection{regions: []*alloc.Region{region}, bufSize: uint32(cfg.BufferSize)}
+	if pool != nil {
+		c.regions = append(c.regions, pool)
+		c.pool = pool
+	}
 	defer func() {
 		if err != nil {
 			c.close()
@@ -264,8 +275,10 @@ func newClientConnection(cfg Config, numS2M, numM2S int, log2 uint8) (c *connect
 		}
 		r.SetCookie(ring.Cookie)
 		base := uint32(bufBase + k*slots*cfg.BufferSize)
-		for s := range r.Descs {
-			r.Descs[s] = ring.Desc{Length: uint32(cfg.BufferSize), Offset: base + uint32(s*cfg.BufferSize)}
+		if pool == nil {
+			for s := range r.Descs {
+				r.Descs[s] = ring.Desc{Length: uint32(cfg.BufferSize), Offset: base + uint32(s*cfg.BufferSize)}
+			}
 		}
 		efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 		if err != nil {

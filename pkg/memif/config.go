@@ -88,6 +88,11 @@ type Config struct {
 	// builds on arm64).
 	CacheLine int
 
+	// ZeroCopy (client only; a server copies, as in DPDK and VPP) points descriptors straight at
+	// the interface's buffer pool: RxBurstZC hands out views of shared memory, TxBurstZC sends
+	// pool buffers without a copy. RxBurst and TxBurst still work and copy through the pool.
+	ZeroCopy bool
+
 	// Memory backs a client's region: hugepages when available by default.
 	Memory alloc.Backing
 	// NewRegion, when set, creates a client's region instead of alloc.NewRegion with Memory: for

@@ -18,6 +18,7 @@ import (
 type connection struct {
 	ctl     *socket.Conn
 	regions []*alloc.Region
+	pool    *alloc.Region // zero-copy: the interface's buffer pool, one of regions, not ours to close
 	s2m     []ringInfo // client -> server rings
 	m2s     []ringInfo // server -> client rings
 
@@ -70,7 +71,9 @@ func (c *connection) close() error {
 		}
 	}
 	for _, r := range c.regions {
-		errs = append(errs, r.Close())
+		if r != c.pool {
+			errs = append(errs, r.Close())
+		}
 	}
 	c.s2m, c.m2s, c.regions = nil, nil, nil
 	return errors.Join(errs...)

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memifnet/memifnet/pkg/alloc"
 	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
 )
 
@@ -75,6 +76,23 @@ func FuzzRxRing(f *testing.F) {
 			t.Fatalf("stats %+v: more packets than the ring could hold", q.stats)
 		}
 		if client {
+			// The same ring as a zero-copy client's receive ring over its own pool.
+			zq := &RxQueue{}
+			zq.queue = queue{ring: r, regions: q.regions, client: true, eventfd: -1, cursor: q.cursor, head: q.head}
+			zq.zc = &zcShare{mem: make([]byte, 3*r.Size()*64), bufSize: 64, free: alloc.NewPool(3*r.Size(), 0, 64)}
+			zq.slots = make([]uint32, r.Size())
+			zq.scratch = make([]uint32, r.Size())
+			zq.zc.free.Get(zq.slots) // the armed slots hold buffers 0..size-1
+			zbufs := make([]Buffer, 8)
+			for range 3 {
+				n := zq.RxBurstZC(zbufs)
+				for _, b := range zbufs[:n] {
+					if len(b.Data) == 0 || len(b.Data) > 64 {
+						t.Fatalf("zero-copy buffer of %d bytes", len(b.Data))
+					}
+				}
+				zq.Release(zbufs[:n])
+			}
 			return
 		}
 		// The server's transmit path follows the buffers the client armed in the same memory.

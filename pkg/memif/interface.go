@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/memifnet/memifnet/pkg/alloc"
 	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
 	"github.com/memifnet/memifnet/pkg/socket"
 )
@@ -33,6 +34,9 @@ type Interface struct {
 	stop  chan struct{} // client: closed by Close
 	done  chan struct{} // client: closed when the connect loop has ended
 	srv   *serverSocket // server: the shared listener
+
+	zcRegion *alloc.Region // zero-copy client: the buffer pool, mapped from Open to Close
+	zcShares []*zcShare    // one per queue pair
 }
 
 // LinkInfo describes the current connection.
@@ -80,6 +84,21 @@ func Open(cfg Config) (*Interface, error) {
 		}
 		i.srv = srv
 		return i, nil
+	}
+	if cfg.ZeroCopy {
+		i.zcRegion, i.zcShares, err = newZeroCopyPool(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if i.zcRegion.FallbackReason != "" {
+			i.log.Info("memif: zero-copy pool not on hugepages", "reason", i.zcRegion.FallbackReason)
+		}
+		for k, q := range i.rx {
+			q.zc = i.zcShares[k]
+		}
+		for k, q := range i.tx {
+			q.zc = i.zcShares[k]
+		}
 	}
 	i.stop = make(chan struct{})
 	i.done = make(chan struct{})
@@ -188,7 +207,10 @@ func (i *Interface) attach(c *connection) error {
 	for k, ri := range rxRings {
 		q := i.rx[k]
 		q.setConn(ri, mems, client, c.bufSize)
-		if client {
+		switch {
+		case q.zc != nil:
+			q.refillZC()
+		case client:
 			q.refill() // arm the whole ring at once, so the server can send before our first poll
 		}
 		q.unpark()
@@ -231,7 +253,11 @@ func (q *queue) setConn(ri ringInfo, mems [][]byte, client bool, bufSize uint32)
 	if client {
 		q.bufs = mems[0]
 	}
-	q.cursor, q.head = 0, 0
+	q.cursor, q.head, q.reclaim = 0, 0, 0
+	if q.zc != nil {
+		q.slots = make([]uint32, ri.r.Size())
+		q.scratch = make([]uint32, ri.r.Size())
+	}
 	if !client {
 		// The tail is ours; start where the ring says, as the client initialised it.
 		q.cursor = ri.r.LoadTail()
@@ -255,9 +281,11 @@ func (i *Interface) detach(c *connection, reason error) {
 		q.park()
 	}
 	for _, q := range i.rx {
+		q.recoverZC(true)
 		q.clearConn()
 	}
 	for _, q := range i.tx {
+		q.recoverZC(false)
 		q.clearConn()
 	}
 	if err := c.close(); err != nil {
@@ -300,6 +328,12 @@ func (i *Interface) Close() error {
 	if i.cfg.Role == RoleClient {
 		close(i.stop)
 		<-i.done
+		if i.zcRegion != nil {
+			// Buffers the application still holds die with the pool.
+			if err := i.zcRegion.Close(); err != nil {
+				return fmt.Errorf("memif %s: release zero-copy pool: %w", i.cfg.Name, err)
+			}
+		}
 	} else {
 		i.srv.unregister(i)
 	}

@@ -53,6 +53,13 @@ type queue struct {
 	cursor uint16 // next descriptor to consume (Rx) or produce (Tx)
 	head   uint16 // client Rx: slots armed for the server up to here
 
+	// Zero-copy (client): the queue pair's share of the pool, the buffer behind each ring slot
+	// (our own record, never read back from shared memory), and the next Tx slot to reclaim.
+	zc      *zcShare
+	slots   []uint32
+	scratch []uint32
+	reclaim uint16
+
 	stats Stats
 }
 

@@ -1,0 +1,325 @@
+package memif
+
+import (
+	"fmt"
+
+	"github.com/memifnet/memifnet/pkg/alloc"
+	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
+)
+
+// Zero-copy mode (Config.ZeroCopy, client only, as in DPDK and VPP: only the side that owns the
+// memory can point descriptors at its own buffers). The interface creates one buffer pool region
+// at Open, announces it to every peer as region 1, and keeps it mapped until Close, so buffers the
+// application holds stay valid across reconnects. The pool is split into one share per queue pair:
+// RxQueue k and TxQueue k draw from and return to share k, and must therefore be used from one
+// goroutine (which is what a forwarding loop does anyway). That is also what makes Tx-to-Rx
+// recycling free: a buffer received on RxQueue k and sent on TxQueue k comes back to share k when
+// the peer releases it, and RxQueue k re-arms its ring with it, never touching a shared structure.
+
+// zcRegionIndex is the region the pool is announced as.
+const zcRegionIndex = 1
+
+// Buffer is one buffer of a zero-copy interface's pool.
+type Buffer struct {
+	// Data is the packet, a view of shared memory. For a received buffer it is valid until the
+	// buffer is released or sent. It may be resliced (not re-allocated) before sending: the offset
+	// of Data in its buffer travels in the descriptor.
+	Data []byte
+	More bool // the packet continues in the next Buffer (a chain)
+	idx  uint32
+}
+
+// zcShare is one queue pair's share of the pool.
+type zcShare struct {
+	mem     []byte // the whole pool region
+	bufSize uint32
+	free    *alloc.Pool
+}
+
+// view is buffer idx as a slice of n bytes whose capacity ends at the buffer's end.
+func (p *zcShare) view(idx, n uint32) []byte {
+	off := p.free.Offset(idx)
+	return p.mem[off : off+n : off+p.bufSize]
+}
+
+// newZeroCopyPool creates the pool region and its shares: per queue pair, room for a full receive
+// ring, a full transmit ring and as much again for the application to hold.
+func newZeroCopyPool(cfg Config) (*alloc.Region, []*zcShare, error) {
+	pairs := max(cfg.RxQueues, cfg.TxQueues)
+	per := 3 * cfg.RingSize
+	size := pairs * per * cfg.BufferSize
+	if uint64(size) > 1<<32-1 {
+		return nil, nil, fmt.Errorf("memif config: zero-copy pool of %d bytes is over the 4 GiB a region can address", size)
+	}
+	var region *alloc.Region
+	var err error
+	if cfg.NewRegion != nil {
+		region, err = cfg.NewRegion("memif-pool-"+cfg.Name, size)
+	} else {
+		region, err = alloc.NewRegion("memif-pool-"+cfg.Name, size, cfg.Memory)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("memif: zero-copy pool: %w", err)
+	}
+	shares := make([]*zcShare, pairs)
+	for k := range shares {
+		shares[k] = &zcShare{
+			mem:     region.Mem,
+			bufSize: uint32(cfg.BufferSize),
+			free:    alloc.NewPool(per, uint32(k*per*cfg.BufferSize), uint32(cfg.BufferSize)),
+		}
+	}
+	return region, shares, nil
+}
+
+// RxBurstZC receives up to len(bufs) buffers without copying: each Data is a view of shared
+// memory. A chained packet arrives as several buffers, all but the last with More set. Give every
+// buffer back with Release or pass it to TxBurstZC of the same queue pair; the ring is re-armed
+// from the pool. It panics on an interface without Config.ZeroCopy.
+func (q *RxQueue) RxBurstZC(bufs []Buffer) int {
+	if q.zc == nil {
+		panic("memif: RxBurstZC needs Config.ZeroCopy")
+	}
+	if !q.acquire() {
+		return 0
+	}
+	avail := min(q.ring.LoadTail()-q.cursor, q.head-q.cursor)
+	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
+	cur := q.cursor
+	n, pkts, bytes := 0, 0, 0
+	for ; n < len(bufs) && avail != 0; avail-- {
+		slot := cur & mask
+		cur++
+		d := &descs[slot]
+		flags, length := d.Flags, d.Length
+		idx := q.slots[slot] // our own record: the descriptor's region and offset are the peer's to scribble on
+		if length-1 >= zc.bufSize { // 0 or more than the buffer: the peer lies
+			q.stats.BadDescs++
+			q.stats.Drops++
+			zc.free.PutOne(idx)
+			continue
+		}
+		more := flags&ring.DescFlagNext != 0
+		bufs[n] = Buffer{Data: zc.view(idx, length), More: more, idx: idx}
+		n++
+		bytes += int(length)
+		if !more {
+			pkts++
+		}
+	}
+	q.cursor = cur
+	q.stats.Packets += uint64(pkts)
+	q.stats.Bytes += uint64(bytes)
+	q.refillZC()
+	q.release()
+	return n
+}
+
+// refillZC arms every free slot of the receive ring with a buffer from the pool.
+func (q *RxQueue) refillZC() {
+	want := q.cursor + uint16(q.ring.Size()) - q.head
+	if want == 0 {
+		return
+	}
+	got := q.zc.free.Get(q.scratch[:want])
+	if got < int(want) {
+		q.stats.NoBuf++
+	}
+	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
+	h := q.head
+	for _, idx := range q.scratch[:got] {
+		slot := h & mask
+		q.slots[slot] = idx
+		descs[slot] = ring.Desc{Region: zcRegionIndex, Length: zc.bufSize, Offset: zc.free.Offset(idx)}
+		h++
+	}
+	if h != q.head {
+		q.head = h
+		q.ring.StoreHead(h)
+	}
+}
+
+// Release gives received buffers back to the pool. Call it from the queue pair's goroutine.
+func (q *RxQueue) Release(bufs []Buffer) {
+	for i := range bufs {
+		q.zc.free.PutOne(bufs[i].idx)
+	}
+}
+
+// Alloc fills bufs with empty buffers of the pool (Data spans the whole buffer) and returns how
+// many it could get. Send them with TxBurstZC.
+func (q *TxQueue) Alloc(bufs []Buffer) int {
+	if q.zc == nil {
+		panic("memif: Alloc needs Config.ZeroCopy")
+	}
+	n := 0
+	for n < len(bufs) {
+		k := q.zc.free.Get(q.scratch[:min(len(q.scratch), len(bufs)-n)])
+		if k == 0 {
+			break
+		}
+		for _, idx := range q.scratch[:k] {
+			bufs[n] = Buffer{Data: q.zc.view(idx, q.zc.bufSize), idx: idx}
+			n++
+		}
+	}
+	return n
+}
+
+// TxBurstZC hands buffers to the peer without copying and returns how many it took; a chain is
+// taken whole or not at all. The queue owns the buffers it took and returns them to the pool when
+// the peer has released them. Fewer than len(bufs) means the ring is full.
+func (q *TxQueue) TxBurstZC(bufs []Buffer) int {
+	if q.zc == nil {
+		panic("memif: TxBurstZC needs Config.ZeroCopy")
+	}
+	if !q.acquire() {
+		return 0
+	}
+	free := q.reclaimZC()
+	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
+	cur := q.cursor
+	i, pkts, bytes := 0, 0, 0
+	for i < len(bufs) {
+		segs := uint16(1)
+		for int(segs) <= len(bufs)-i && bufs[i+int(segs)-1].More {
+			segs++
+		}
+		if int(segs) > len(bufs)-i {
+			break // the caller's chain is cut off at the end of bufs: it cannot be sent
+		}
+		if segs > free {
+			q.stats.NoBuf++
+			break
+		}
+		for _, b := range bufs[i : i+int(segs)] {
+			slot := cur & mask
+			// Data is a subslice of the buffer's view, so its capacity says where it starts.
+			start := zc.bufSize - uint32(cap(b.Data))
+			var flags uint16
+			if b.More {
+				flags = ring.DescFlagNext
+			}
+			descs[slot] = ring.Desc{Flags: flags, Region: zcRegionIndex, Length: uint32(len(b.Data)), Offset: zc.free.Offset(b.idx) + start}
+			q.slots[slot] = b.idx
+			cur++
+			bytes += len(b.Data)
+		}
+		i += int(segs)
+		free -= segs
+		pkts++
+	}
+	if cur != q.cursor {
+		q.stats.Packets += uint64(pkts)
+		q.stats.Bytes += uint64(bytes)
+		q.cursor = cur
+		q.ring.StoreHead(cur)
+		q.notify()
+	}
+	q.release()
+	return i
+}
+
+// reclaimZC returns the buffers the peer has released (tail passed them) to the pool and says how
+// many slots are free.
+func (q *TxQueue) reclaimZC() uint16 {
+	size := uint16(q.ring.Size())
+	tail := q.ring.LoadTail()
+	if q.cursor-tail > size || tail-q.reclaim > q.cursor-q.reclaim {
+		q.stats.BadDescs++ // the server's tail is nonsense: reclaim nothing, send nothing
+		return 0
+	}
+	mask := q.ring.Mask
+	for q.reclaim != tail {
+		k := 0
+		for q.reclaim != tail && k < len(q.scratch) {
+			q.scratch[k] = q.slots[q.reclaim&mask]
+			q.reclaim++
+			k++
+		}
+		q.zc.free.Put(q.scratch[:k])
+	}
+	return size - (q.cursor - tail)
+}
+
+// recoverZC returns the buffers a dead connection's rings held (armed Rx slots, unreleased Tx
+// slots) to the pool. The queue must be parked.
+func (q *queue) recoverZC(rx bool) {
+	if q.zc == nil || q.slots == nil {
+		return
+	}
+	mask := uint16(len(q.slots) - 1)
+	from, to := q.cursor, q.head // Rx: armed but not received
+	if !rx {
+		from, to = q.reclaim, q.cursor // Tx: sent but not released
+	}
+	for s := from; s != to; s++ {
+		q.zc.free.PutOne(q.slots[s&mask])
+	}
+	q.slots = nil
+}
+
+// recycleConsumed returns the buffers of the slots from start up to the cursor, which RxBurst
+// copied out of, to the pool.
+func (q *RxQueue) recycleConsumed(start uint16) {
+	mask := q.ring.Mask
+	for s := start; s != q.cursor; s++ {
+		q.zc.free.PutOne(q.slots[s&mask])
+	}
+}
+
+// txCopyZC is TxBurst on a zero-copy queue: packets are copied into pool buffers.
+func (q *TxQueue) txCopyZC(pkts [][]byte) int {
+	size := uint16(q.ring.Size())
+	free := q.reclaimZC()
+	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
+	bufSize := int(zc.bufSize)
+	cur := q.cursor
+	i, sent, bytes := 0, 0, 0
+	for ; i < len(pkts); i++ {
+		p := pkts[i]
+		segs := (len(p) + bufSize - 1) / bufSize
+		if len(p) == 0 || segs > int(size) {
+			q.stats.Drops++
+			continue
+		}
+		if segs > int(free) || segs > zc.free.Available() {
+			q.stats.NoBuf++
+			break
+		}
+		for rest := p; len(rest) > 0; {
+			idx, _ := zc.free.GetOne()
+			slot := cur & mask
+			off := zc.free.Offset(idx)
+			k := copy(zc.mem[off:off+zc.bufSize], rest)
+			rest = rest[k:]
+			var flags uint16
+			if len(rest) > 0 {
+				flags = ring.DescFlagNext
+			}
+			descs[slot] = ring.Desc{Flags: flags, Region: zcRegionIndex, Length: uint32(k), Offset: off}
+			q.slots[slot] = idx
+			cur++
+		}
+		free -= uint16(segs)
+		sent++
+		bytes += len(p)
+	}
+	if cur != q.cursor {
+		q.stats.Packets += uint64(sent)
+		q.stats.Bytes += uint64(bytes)
+		q.cursor = cur
+		q.ring.StoreHead(cur)
+		q.notify()
+	}
+	return i
+}
+
+// BuffersFree is how many buffers of the queue pair's pool share are free (zero-copy only; 0
+// otherwise). Call it from the queue pair's goroutine.
+func (q *queue) BuffersFree() int {
+	if q.zc == nil {
+		return 0
+	}
+	return q.zc.free.Available()
+}

@@ -1,0 +1,191 @@
+package memif_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/memifnet/memifnet/pkg/memif"
+	"github.com/memifnet/memifnet/pkg/memif/memiftest"
+)
+
+var zcClient = memif.Config{ZeroCopy: true, RingSize: 64, BufferSize: 256}
+
+// TestZeroCopyBothWays: a zero-copy client sends pool buffers and receives views of shared memory,
+// single and chained, many times round the ring; a copying server checks and answers. Every
+// buffer comes back to the pool.
+func TestZeroCopyBothWays(t *testing.T) {
+	srv, cli := memiftest.Pair(t, memif.Config{}, zcClient)
+	if link, _ := cli.Link(); link.Regions != 2 {
+		t.Fatalf("zero-copy link %+v: want rings and pool as two regions", link)
+	}
+	ctx, ctr := cli.TxQueue(0), cli.RxQueue(0)
+	full := ctx.BuffersFree()
+	bufs := make([]memif.Buffer, 8)
+	got := [][]byte{make([]byte, 0, 4096)}
+	for seq := range uint32(500) {
+		size := []int{60, 256, 300, 700}[seq%4] // 300 and 700 bytes are chains of 256-byte buffers
+		// Client -> server without a copy: fill pool buffers in place.
+		want := make([]byte, size)
+		fill(want, seq)
+		nseg := (size + 255) / 256
+		if ctx.Alloc(bufs[:nseg]) != nseg {
+			t.Fatalf("packet %d: pool empty (%d free)", seq, ctx.BuffersFree())
+		}
+		for k := range nseg {
+			seg := want[k*256 : min(size, (k+1)*256)]
+			bufs[k].Data = bufs[k].Data[:copy(bufs[k].Data, seg)]
+			bufs[k].More = k < nseg-1
+		}
+		if n := ctx.TxBurstZC(bufs[:nseg]); n != nseg {
+			t.Fatalf("TxBurstZC = %d of %d", n, nseg)
+		}
+		if n := srv.RxQueue(0).RxBurst(got); n != 1 {
+			t.Fatalf("packet %d: server got %d", seq, n)
+		}
+		if err := check(got[0], seq, size); err != nil {
+			t.Fatal(err)
+		}
+		// Server -> client: the client sees views of its own pool.
+		if n := srv.TxQueue(0).TxBurst([][]byte{want}); n != 1 {
+			t.Fatalf("server TxBurst = %d", n)
+		}
+		n := ctr.RxBurstZC(bufs)
+		if n != nseg {
+			t.Fatalf("packet %d: RxBurstZC = %d buffers, want %d", seq, n, nseg)
+		}
+		var joined []byte
+		for k, b := range bufs[:n] {
+			if b.More != (k < n-1) {
+				t.Fatalf("segment %d More=%v", k, b.More)
+			}
+			joined = append(joined, b.Data...)
+		}
+		if err := check(joined, seq, size); err != nil {
+			t.Fatal(err)
+		}
+		ctr.Release(bufs[:n])
+	}
+	// Everything sent has been released by the peer by now; one more send reclaims it, and the
+	// pool is back where it started (the receive ring keeps its armed buffers throughout).
+	ctx.TxBurstZC(nil)
+	if free := ctx.BuffersFree(); free != full {
+		t.Fatalf("%d buffers free at the end, %d at the start: leak", free, full)
+	}
+}
+
+// TestZeroCopyRecycle is an echo through a zero-copy client: every buffer received is sent back
+// as it is (Tx-to-Rx recycling: no copy, no pool round trip needed), and the server checks the
+// echo byte for byte.
+func TestZeroCopyRecycle(t *testing.T) {
+	srv, cli := memiftest.Pair(t, memif.Config{}, zcClient)
+	stx, srx := srv.TxQueue(0), srv.RxQueue(0)
+	ctx, ctr := cli.TxQueue(0), cli.RxQueue(0)
+	bufs := make([]memif.Buffer, 32)
+	got := make([][]byte, 32)
+	for i := range got {
+		got[i] = make([]byte, 0, 256)
+	}
+	const total = 20000
+	sent, echoed := uint32(0), uint32(0)
+	deadline := time.Now().Add(30 * time.Second)
+	for echoed < total {
+		if time.Now().After(deadline) {
+			t.Fatalf("stuck: sent %d echoed %d", sent, echoed)
+		}
+		if sent < total && sent-echoed < 48 {
+			p := make([]byte, 100)
+			fill(p, sent)
+			sent += uint32(stx.TxBurst([][]byte{p}))
+		}
+		if n := ctr.RxBurstZC(bufs); n > 0 {
+			for k := 0; k < n; {
+				k += ctx.TxBurstZC(bufs[k:n]) // the same buffers go straight back out
+			}
+		}
+		n := srx.RxBurst(got)
+		for _, p := range got[:n] {
+			if err := check(p, echoed, 100); err != nil {
+				t.Fatal(err)
+			}
+			echoed++
+		}
+	}
+	if st := ctx.Stats(); st.Packets != total || st.Drops != 0 || st.BadDescs != 0 {
+		t.Fatalf("client tx stats %+v", st)
+	}
+}
+
+// TestZeroCopyCopyAPI runs the copying burst API over a zero-copy client: the traffic matrix's
+// pump, both ways, chained sizes included.
+func TestZeroCopyCopyAPI(t *testing.T) {
+	srv, cli := memiftest.Pair(t, memif.Config{}, memif.Config{ZeroCopy: true, RingSize: 64, BufferSize: 2048})
+	sizes := []int{60, 1500, 2048, 2049, 9000}
+	for dir, ends := range [][2]*memif.Interface{{cli, srv}, {srv, cli}} {
+		t.Run(fmt.Sprint(dir), func(t *testing.T) {
+			pump(t, ends[0].TxQueue(0), ends[1].RxQueue(0), 3000, 32, func(s uint32) int { return sizes[int(s)%len(sizes)] })
+		})
+	}
+}
+
+// TestZeroCopyHeldBuffersSurviveReconnect: views the application holds stay readable across a
+// disconnect, and the pool is whole again once they are released.
+func TestZeroCopyHeldBuffersSurviveReconnect(t *testing.T) {
+	addr := memiftest.UniqueSocket()
+	srv := open(t, memif.Config{Role: memif.RoleServer, Socket: addr})
+	cfg := zcClient
+	cfg.Role, cfg.Socket, cfg.ReconnectInterval = memif.RoleClient, addr, 20*time.Millisecond
+	cli := open(t, cfg)
+	if err := waitUp(t, cli); err != nil {
+		t.Fatal(err)
+	}
+	rx := cli.RxQueue(0)
+	full := rx.BuffersFree() + 64 // one ring is armed
+	srv.TxQueue(0).TxBurst([][]byte{[]byte("keep me")})
+	bufs := make([]memif.Buffer, 4)
+	if n := rx.RxBurstZC(bufs); n != 1 {
+		t.Fatalf("RxBurstZC = %d", n)
+	}
+	srv.Close() // the link goes down while the application holds the buffer
+	for cli.Up() {
+		<-cli.Changed()
+	}
+	if string(bufs[0].Data) != "keep me" {
+		t.Fatalf("held buffer reads %q after disconnect", bufs[0].Data)
+	}
+	rx.Release(bufs[:1])
+	if free := rx.BuffersFree(); free != full {
+		t.Fatalf("%d buffers free after disconnect and release, want all %d", free, full)
+	}
+	srv2 := open(t, memif.Config{Role: memif.RoleServer, Socket: addr})
+	if err := waitUp(t, cli); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitUp(t, srv2); err != nil {
+		t.Fatal(err)
+	}
+	exchange(t, srv2, cli)
+}
+
+func TestZeroCopyNoAllocs(t *testing.T) {
+	srv, cli := memiftest.Pair(t, memif.Config{}, memif.Config{ZeroCopy: true})
+	bufs := make([]memif.Buffer, 32)
+	got := make([][]byte, 32)
+	for i := range got {
+		got[i] = make([]byte, 0, 2048)
+	}
+	ctx, ctr := cli.TxQueue(0), cli.RxQueue(0)
+	allocs := testing.AllocsPerRun(200, func() {
+		n := ctx.Alloc(bufs)
+		for k := range bufs[:n] {
+			bufs[k].Data = bufs[k].Data[:64]
+		}
+		ctx.TxBurstZC(bufs[:n])
+		srv.RxQueue(0).RxBurst(got)
+		srv.TxQueue(0).TxBurst(got[:n])
+		ctr.Release(bufs[:ctr.RxBurstZC(bufs)])
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per zero-copy round trip", allocs)
+	}
+}
