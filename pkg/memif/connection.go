@@ -19,8 +19,8 @@ type connection struct {
 	ctl     *socket.Conn
 	regions []*alloc.Region
 	pool    *alloc.Region // zero-copy: the interface's buffer pool, one of regions, not ours to close
-	s2m     []ringInfo // client -> server rings
-	m2s     []ringInfo // server -> client rings
+	s2m     []ringInfo    // client -> server rings
+	m2s     []ringInfo    // server -> client rings
 
 	// own-buffer layout (client): buffers of ring i of direction d start at bufBase[d][i]
 	bufSize uint32

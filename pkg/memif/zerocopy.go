@@ -92,7 +92,7 @@ func (q *RxQueue) RxBurstZC(bufs []Buffer) int {
 		cur++
 		d := &descs[slot]
 		flags, length := d.Flags, d.Length
-		idx := q.slots[slot] // our own record: the descriptor's region and offset are the peer's to scribble on
+		idx := q.slots[slot]        // our own record: the descriptor's region and offset are the peer's to scribble on
 		if length-1 >= zc.bufSize { // 0 or more than the buffer: the peer lies
 			q.stats.BadDescs++
 			q.stats.Drops++
