@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -90,6 +91,9 @@ func run(args []string) error {
 	}
 	cfg.Config.Labels = map[string]string{"org.opencontainers.image.source": "https://github.com/memifnet/memifnet"}
 	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
 		return err
 	}
 	tmp := *out + ".tmp"

@@ -1,0 +1,496 @@
+// Package manifests holds the kustomize manifests; this test builds every kustomization with the
+// kustomize Go API, decodes every object strictly with the real Kubernetes API types (unknown or
+// duplicate fields fail) and checks them against the design: image, hostPaths, resource names,
+// annotation keys, hardening.
+package manifests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+// Names from DESIGN.md and docs/.
+const (
+	image          = "ghcr.io/memifnet/memifnet"
+	imageTag       = "v0.1.0"
+	namespace      = "memifnet-system"
+	socketResource = "memifnet.io/socket"
+	portsKey       = "memifnet.io/ports"
+	stateDir       = "/var/lib/memifnet"
+	kubeletDir     = "/var/lib/kubelet"
+	devinfoDP      = "/var/run/k8s.cni.cncf.io/devinfo/dp"
+	httpPort       = 9102
+)
+
+var strict = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+
+// nad mirrors k8s.cni.cncf.io/v1 NetworkAttachmentDefinition (its client module is not
+// available here); decoded strictly like the rest.
+type nad struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Metadata   metaOnly `json:"metadata"`
+	Spec       struct {
+		Config string `json:"config"`
+	} `json:"spec"`
+}
+
+type metaOnly struct {
+	Name        string            `json:"name"`
+	Namespace   string            `json:"namespace,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// build runs kustomize on dir and decodes every object strictly.
+func build(t *testing.T, dir string) []any {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	var objs []any
+	for _, r := range m.Resources() {
+		y, err := r.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, decode(t, dir+": "+r.GetKind()+"/"+r.GetName(), y))
+	}
+	return objs
+}
+
+// decode decodes one object strictly; a NetworkAttachmentDefinition becomes *nadObject.
+func decode(t *testing.T, what string, y []byte) any {
+	t.Helper()
+	var tm struct{ Kind string }
+	if err := yaml.Unmarshal(y, &tm); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if tm.Kind == "NetworkAttachmentDefinition" {
+		var n nad
+		if err := yaml.UnmarshalStrict(y, &n); err != nil {
+			t.Fatalf("%s: strict decode: %v", what, err)
+		}
+		return &nadObject{n}
+	}
+	obj, _, err := strict.Decode(y, nil, nil)
+	if err != nil {
+		t.Fatalf("%s: strict decode: %v\n%s", what, err, y)
+	}
+	return obj
+}
+
+type nadObject struct{ nad }
+
+var overlays = []string{"base", "overlays/chained", "overlays/multus", "."}
+
+func daemonSet(t *testing.T, objs []any) *appsv1.DaemonSet {
+	t.Helper()
+	for _, o := range objs {
+		if ds, ok := o.(*appsv1.DaemonSet); ok {
+			return ds
+		}
+	}
+	t.Fatal("no DaemonSet")
+	return nil
+}
+
+func container(t *testing.T, cs []corev1.Container, name string) corev1.Container {
+	t.Helper()
+	for _, c := range cs {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no container %q", name)
+	return corev1.Container{}
+}
+
+func flagValue(args []string, name string) (string, bool) {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v, true
+		}
+		if a == "--"+name {
+			return "", true
+		}
+	}
+	return "", false
+}
+
+// Every YAML file, including patches, decodes strictly on its own too: a typo in a patch would
+// otherwise surface only as a silently ignored field.
+func TestEveryFileDecodesStrictly(t *testing.T) {
+	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") || filepath.Base(p) == "kustomization.yaml" {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for i, doc := range strings.Split(string(b), "\n---\n") {
+			if strings.TrimSpace(doc) != "" {
+				decode(t, fmt.Sprintf("%s#%d", p, i), []byte(doc))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOverlaysBuild(t *testing.T) {
+	for _, dir := range append(overlays, "examples") {
+		t.Run(dir, func(t *testing.T) {
+			objs := build(t, dir)
+			if len(objs) == 0 {
+				t.Fatal("no objects")
+			}
+			for _, o := range objs {
+				checkPodSpecs(t, o)
+			}
+		})
+	}
+	// `kubectl apply -k manifests/` is the chained overlay.
+	root, chained := build(t, "."), build(t, "overlays/chained")
+	if !reflect.DeepEqual(root, chained) {
+		t.Error("manifests/ does not build to the chained overlay")
+	}
+}
+
+// The node agent: namespace, image, hostPaths, flags and their mounts, probes, hugepages.
+func TestNodeAgent(t *testing.T) {
+	wantHostPaths := map[string][]string{
+		"base":             {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP},
+		"overlays/chained": {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d"},
+		"overlays/multus":  {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d/memifnet.d"},
+	}
+	for dir, want := range wantHostPaths {
+		t.Run(dir, func(t *testing.T) {
+			objs := build(t, dir)
+			for _, o := range objs {
+				if m, ok := o.(interface{ GetNamespace() string }); ok {
+					if _, isNS := o.(*corev1.Namespace); isNS {
+						continue
+					}
+					if _, cluster := o.(*rbacv1.ClusterRole); cluster {
+						continue
+					}
+					if _, cluster := o.(*rbacv1.ClusterRoleBinding); cluster {
+						continue
+					}
+					if ns := m.GetNamespace(); ns != namespace {
+						t.Errorf("%T in namespace %q, want %s", o, ns, namespace)
+					}
+				}
+			}
+			ds := daemonSet(t, objs)
+			spec := ds.Spec.Template.Spec
+			hostPaths := map[string]string{} // volume -> path
+			var got []string
+			for _, v := range spec.Volumes {
+				if v.HostPath != nil {
+					hostPaths[v.Name] = v.HostPath.Path
+					got = append(got, v.HostPath.Path)
+				}
+			}
+			sort.Strings(got)
+			sort.Strings(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("hostPaths %q, want exactly %q", got, want)
+			}
+			// Every hostPath is mounted where the flags say; the state dir with Bidirectional
+			// propagation (hugetlbfs mounts must reach the host).
+			dp := container(t, spec.Containers, "deviceplugin")
+			mounts := map[string]corev1.VolumeMount{}
+			for _, c := range append(spec.InitContainers, spec.Containers...) {
+				for _, m := range c.VolumeMounts {
+					mounts[c.Name+":"+m.MountPath] = m
+				}
+			}
+			for flag, path := range map[string]string{"kubelet-dir": kubeletDir, "state-dir": stateDir, "devinfo-dir": devinfoDP} {
+				if v, _ := flagValue(dp.Args, flag); v != path {
+					t.Errorf("deviceplugin --%s=%q, want %s", flag, v, path)
+				}
+			}
+			for _, p := range []string{kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP} {
+				m, ok := mounts["deviceplugin:"+p]
+				if !ok || hostPaths[m.Name] != p {
+					t.Errorf("deviceplugin: %s is not the host's %s (mount %+v)", p, p, m)
+				}
+			}
+			if m := mounts["deviceplugin:"+stateDir]; m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationBidirectional {
+				t.Errorf("state dir mount propagation %v, want Bidirectional", m.MountPropagation)
+			}
+			inst := container(t, spec.InitContainers, "install-cni")
+			if v, _ := flagValue(inst.Args, "cni-bin-dir"); hostPaths[mounts["install-cni:"+v].Name] != "/opt/cni/bin" {
+				t.Errorf("install-cni --cni-bin-dir=%s is not the host's /opt/cni/bin", v)
+			}
+			for _, c := range append(spec.InitContainers, spec.Containers...) {
+				if c.Image != image+":"+imageTag {
+					t.Errorf("container %s image %q, want %s:%s", c.Name, c.Image, image, imageTag)
+				}
+				if c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+					t.Errorf("container %s: memory requests and limits must be set", c.Name)
+				}
+			}
+			// Probes on the plugin's health endpoints, at the port of --http-address.
+			if v, _ := flagValue(dp.Args, "http-address"); v != fmt.Sprintf(":%d", httpPort) {
+				t.Errorf("--http-address=%s", v)
+			}
+			if p := dp.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.IntValue() != httpPort {
+				t.Errorf("liveness probe %+v", p)
+			}
+			if p := dp.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.IntValue() != httpPort {
+				t.Errorf("readiness probe %+v", p)
+			}
+			// The DaemonSet requests exactly the hugepages its pools pre-fault (one NUMA node).
+			want := poolBytes(t, objs)
+			for size, bytes := range want {
+				rn := corev1.ResourceName("hugepages-" + size)
+				req, lim := dp.Resources.Requests[rn], dp.Resources.Limits[rn]
+				if req.Value() != bytes || lim.Value() != bytes {
+					t.Errorf("hugepages-%s request %s limit %s, want %d bytes", size, req.String(), lim.String(), bytes)
+				}
+			}
+			switch dir {
+			case "overlays/chained":
+				if inst.RestartPolicy == nil || *inst.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+					t.Error("chained: install-cni must be a sidecar (restartPolicy Always) to uninstall on deletion")
+				}
+				_, chain := flagValue(inst.Args, "chain")
+				_, wait := flagValue(inst.Args, "wait")
+				v, _ := flagValue(inst.Args, "cni-conf-dir")
+				if !chain || !wait || hostPaths[mounts["install-cni:"+v].Name] != "/etc/cni/net.d" {
+					t.Errorf("chained: install-cni args %q", inst.Args)
+				}
+			case "overlays/multus":
+				v, _ := flagValue(inst.Args, "kubeconfig")
+				if m, ok := mounts["install-cni:"+filepath.Dir(v)]; !ok || hostPaths[m.Name] != filepath.Dir(v) {
+					t.Errorf("multus: --kubeconfig=%s must sit in a hostPath mounted at the same path", v)
+				}
+				if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+					t.Error("multus: the token must reach the installer only, not every container")
+				}
+				checkNAD(t, objs, v)
+			}
+		})
+	}
+}
+
+// poolBytes reads the device plugin's ConfigMap: page size -> bytes the pools fault per node.
+func poolBytes(t *testing.T, objs []any) map[string]int64 {
+	t.Helper()
+	for _, o := range objs {
+		cm, ok := o.(*corev1.ConfigMap)
+		if !ok || cm.Name != "memifnet-deviceplugin" {
+			continue
+		}
+		var cfg struct {
+			SocketSlots int `json:"socketSlots"`
+			Pools       []struct {
+				Name             string `json:"name"`
+				PageSize         string `json:"pageSize"`
+				UnitSize         string `json:"unitSize"`
+				UnitsPerNUMANode int64  `json:"unitsPerNUMANode"`
+			} `json:"pools"`
+		}
+		if err := yaml.UnmarshalStrict([]byte(cm.Data["config.yaml"]), &cfg); err != nil {
+			t.Fatalf("device plugin config: %v", err)
+		}
+		out := map[string]int64{}
+		for _, p := range cfg.Pools {
+			u := resource.MustParse(p.UnitSize)
+			out[p.PageSize] += u.Value() * p.UnitsPerNUMANode
+			if p.Name != "hugepool" {
+				t.Errorf("pool %q: the examples ask for memifnet.io/hugepool", p.Name)
+			}
+		}
+		return out
+	}
+	t.Fatal("no ConfigMap memifnet-deviceplugin")
+	return nil
+}
+
+var cniKeys = []string{"type", "capabilities", "stateDir", "kubeletDir", "deviceInfoDir", "kubeletURL", "kubeconfig", "timeoutSeconds", "ipam"}
+
+func checkNAD(t *testing.T, objs []any, kubeconfig string) {
+	t.Helper()
+	for _, o := range objs {
+		n, ok := o.(*nadObject)
+		if !ok {
+			continue
+		}
+		if n.APIVersion != "k8s.cni.cncf.io/v1" || n.Metadata.Annotations["k8s.v1.cni.cncf.io/resourceName"] != socketResource {
+			t.Errorf("NAD %s: apiVersion %s, resourceName %q", n.Metadata.Name, n.APIVersion, n.Metadata.Annotations["k8s.v1.cni.cncf.io/resourceName"])
+		}
+		list, err := libcni.ConfListFromBytes([]byte(n.Spec.Config))
+		if err != nil {
+			t.Fatalf("NAD config: %v", err)
+		}
+		if len(list.Plugins) != 1 || list.Plugins[0].Network.Type != "memif-cni" {
+			t.Fatalf("NAD plugins: %+v", list.Plugins)
+		}
+		var keys map[string]json.RawMessage
+		json.Unmarshal(list.Plugins[0].Bytes, &keys)
+		for k := range keys {
+			if !slices.Contains(cniKeys, k) {
+				t.Errorf("NAD memif-cni key %q is not one memif-cni knows (docs/cni.md)", k)
+			}
+		}
+		var kc string
+		json.Unmarshal(keys["kubeconfig"], &kc)
+		if kc != kubeconfig {
+			t.Errorf("NAD kubeconfig %q, installer writes %q", kc, kubeconfig)
+		}
+		return
+	}
+	t.Error("no NetworkAttachmentDefinition")
+}
+
+func TestRBACIsGetPodsOnly(t *testing.T) {
+	for _, o := range build(t, "base") {
+		if r, ok := o.(*rbacv1.ClusterRole); ok {
+			if len(r.Rules) != 1 || !slices.Equal(r.Rules[0].Resources, []string{"pods"}) || !slices.Equal(r.Rules[0].Verbs, []string{"get"}) {
+				t.Errorf("ClusterRole %s rules %+v, want get pods only", r.Name, r.Rules)
+			}
+		}
+	}
+}
+
+// The examples ask for the resources the design names, carry a valid memifnet.io/ports
+// annotation with no more ports than socket units, and run hardened.
+func TestExamples(t *testing.T) {
+	objs := build(t, "examples")
+	multus, err := os.ReadFile("examples/multus-pod.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs = append(objs, decode(t, "examples/multus-pod.yaml", multus))
+	links := map[string]int{}
+	for _, o := range objs {
+		pod, ok := o.(*corev1.Pod)
+		if !ok {
+			t.Errorf("example %T: only pods expected", o)
+			continue
+		}
+		for k := range pod.Annotations {
+			if strings.HasPrefix(k, "memifnet.io/") && k != portsKey {
+				t.Errorf("pod %s: unknown annotation %s", pod.Name, k)
+			}
+		}
+		ports := parsePorts(t, pod.Name, pod.Annotations[portsKey])
+		var sockets int64
+		for _, c := range pod.Spec.Containers {
+			q := c.Resources.Limits[socketResource]
+			sockets += q.Value()
+			for rn := range c.Resources.Limits {
+				if strings.HasPrefix(string(rn), "memifnet.io/") && rn != socketResource && rn != "memifnet.io/hugepool" {
+					t.Errorf("pod %s: resource %s is not one the device plugin offers", pod.Name, rn)
+				}
+			}
+			if c.Image != image+":"+imageTag {
+				t.Errorf("pod %s: image %s", pod.Name, c.Image)
+			}
+			if v, _ := flagValue(c.Args, "port"); !slices.ContainsFunc(ports, func(p map[string]any) bool { return p["name"] == v }) {
+				t.Errorf("pod %s: memif-perf --port=%s is not a port of the annotation", pod.Name, v)
+			}
+		}
+		if int64(len(ports)) > sockets {
+			t.Errorf("pod %s: %d ports but %d memifnet.io/socket", pod.Name, len(ports), sockets)
+		}
+		for _, p := range ports {
+			if l, ok := p["link"].(string); ok && pod.Namespace == "" {
+				links[l]++
+			}
+		}
+		if sc := pod.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+			t.Errorf("pod %s: must run as non-root", pod.Name)
+		}
+	}
+	if links["demo-link"] != 2 {
+		t.Errorf("demo-link has %d ends, want 2", links["demo-link"])
+	}
+}
+
+var portFields = []string{"name", "link", "peer", "role", "mode", "id", "queues", "ringSize", "bufferSize", "zeroCopy"}
+
+func parsePorts(t *testing.T, pod, v string) []map[string]any {
+	t.Helper()
+	var ports []map[string]any
+	if err := json.Unmarshal([]byte(v), &ports); err != nil {
+		t.Fatalf("pod %s: %s is not a JSON list: %v", pod, portsKey, err)
+	}
+	for _, p := range ports {
+		for k := range p {
+			if !slices.Contains(portFields, k) {
+				t.Errorf("pod %s: port field %q is not in the design", pod, k)
+			}
+		}
+		_, link := p["link"]
+		_, peer := p["peer"]
+		if link == peer {
+			t.Errorf("pod %s: port %v needs exactly one of link and peer", pod, p["name"])
+		}
+	}
+	return ports
+}
+
+// checkPodSpecs applies the hardening rules to any pod template.
+func checkPodSpecs(t *testing.T, o any) {
+	var spec *corev1.PodSpec
+	switch v := o.(type) {
+	case *corev1.Pod:
+		spec = &v.Spec
+	case *appsv1.DaemonSet:
+		spec = &v.Spec.Template.Spec
+	default:
+		return
+	}
+	if sc := spec.SecurityContext; sc == nil || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%T: pod seccompProfile must be RuntimeDefault", o)
+	}
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Errorf("%T: automountServiceAccountToken must be false", o)
+	}
+	for _, c := range append(spec.InitContainers, spec.Containers...) {
+		sc := c.SecurityContext
+		if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("container %s: readOnlyRootFilesystem must be true", c.Name)
+			continue
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			if c.Name != "deviceplugin" {
+				t.Errorf("container %s: only the device plugin may be privileged", c.Name)
+			}
+			continue
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("container %s: allowPrivilegeEscalation must be false", c.Name)
+		}
+		if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+			t.Errorf("container %s: must drop ALL capabilities and add none", c.Name)
+		}
+	}
+}
