@@ -1,0 +1,136 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/memifnet/memifnet/hack/e2e/node"
+	"github.com/memifnet/memifnet/pkg/memif"
+	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Tier 1: containerd itself runs the conflist (bridge, then memif-cni with the pod-annotations
+// capability) for two pod sandboxes made through CRI with the memifnet.io/ports annotation; the
+// two containers run memif-perf --port over the link and verify every byte. No kubelet: a
+// PodResources stand-in says which slot each pod holds, and the containers get the slot mounts
+// the device plugin would have returned.
+func TestTier1ContainerdCNI(t *testing.T) {
+	s := newStack(t, "/run/memifnet-e2e-t1")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	kubeletDir := s.Path("kubelet")
+	pr, err := s.ServeFakePodResources(kubeletDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := []string{"slot-000", "slot-001"}
+	for _, slot := range slots {
+		d := filepath.Join(s.StateDir(), "sockets", slot)
+		if err := os.MkdirAll(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, 0o777); err != nil { // as the device plugin leaves a clean slot
+			t.Fatal(err)
+		}
+	}
+	if err := s.StartContainerd(ctx, s.MemifCNI(kubeletDir)); err != nil {
+		t.Fatal(err)
+	}
+
+	type pod struct {
+		name, port, slot, mode, role string
+		args                         []string
+		sandbox                      string
+		cfg                          *cri.PodSandboxConfig
+	}
+	pods := []*pod{
+		// The first pod to attach is the link's server.
+		{name: "t1-east", port: "east", slot: slots[0], role: "server",
+			args: []string{"--mode", "echo", "--verify", "--size", "1500", "--duration", "6s"}},
+		{name: "t1-west", port: "west", slot: slots[1], role: "client",
+			args: []string{"--mode", "txrx", "--verify", "--size", "1500", "--duration", "3s"}},
+	}
+	for i, p := range pods {
+		pr.Set("default", p.name, p.slot)
+		p.cfg = &cri.PodSandboxConfig{
+			Metadata:     &cri.PodSandboxMetadata{Name: p.name, Namespace: "default", Uid: "00000000-0000-4000-8000-00000000000" + string(rune('1'+i))},
+			Hostname:     p.name,
+			LogDirectory: s.Path("podlogs", p.name),
+			Annotations:  map[string]string{"memifnet.io/ports": p.port + "@t1-link"},
+			Labels:       map[string]string{"memifnet.io/e2e": "tier1"},
+		}
+		began := time.Now()
+		r, err := s.CRI.Runtime.RunPodSandbox(ctx, &cri.RunPodSandboxRequest{Config: p.cfg})
+		if err != nil {
+			t.Fatalf("RunPodSandbox %s: %v", p.name, err)
+		}
+		p.sandbox = r.PodSandboxId
+		s.Logf("pod %s: sandbox %.12s up in %.2fs (containerd ran bridge + memif-cni ADD)", p.name, p.sandbox, time.Since(began).Seconds())
+
+		// What ADD did, seen from the host: port.json in the slot with the right role, and the
+		// link directory bind-mounted on the slot's link/.
+		spec, err := memif.ReadPortSpec(filepath.Join(s.StateDir(), "sockets", p.slot, "port.json"))
+		if err != nil {
+			t.Fatalf("after ADD of %s: %v", p.name, err)
+		}
+		if spec.Name != p.port || spec.Role != p.role || spec.Link != "t1-link" ||
+			spec.Socket != "/run/memifnet/"+p.slot+"/link/memif.sock" {
+			b, _ := json.Marshal(spec)
+			t.Fatalf("port.json of %s: %s; want port %s, role %s, link t1-link, socket in /run/memifnet/%s/link", p.name, b, p.port, p.role, p.slot)
+		}
+		if mps, _ := node.Mounts(filepath.Join(s.StateDir(), "sockets", p.slot, "link")); len(mps) != 1 {
+			t.Fatalf("after ADD of %s: mounts on the slot's link/: %q, want one", p.name, mps)
+		}
+	}
+	for _, p := range pods {
+		cc, err := s.CRI.Runtime.CreateContainer(ctx, &cri.CreateContainerRequest{
+			PodSandboxId: p.sandbox, SandboxConfig: p.cfg,
+			Config: &cri.ContainerConfig{
+				Metadata: &cri.ContainerMetadata{Name: "perf"},
+				Image:    &cri.ImageSpec{Image: node.Image},
+				Command:  []string{"/usr/local/bin/memif-perf"},
+				Args:     append([]string{"--port", p.port, "--connect-timeout", "30s"}, p.args...),
+				// What the device plugin's Allocate returns for the slot.
+				Mounts:  []*cri.Mount{{ContainerPath: "/run/memifnet/" + p.slot, HostPath: filepath.Join(s.StateDir(), "sockets", p.slot)}},
+				Envs:    []*cri.KeyValue{{Key: "MEMIFNET_SOCKETS", Value: p.slot}},
+				LogPath: "perf.log",
+			},
+		})
+		if err != nil {
+			t.Fatalf("CreateContainer in %s: %v", p.name, err)
+		}
+		if _, err := s.CRI.Runtime.StartContainer(ctx, &cri.StartContainerRequest{ContainerId: cc.ContainerId}); err != nil {
+			t.Fatalf("StartContainer in %s: %v", p.name, err)
+		}
+	}
+	west := waitExited(ctx, t, s, pods[1].sandbox, "perf", 60*time.Second)
+	east := waitExited(ctx, t, s, pods[0].sandbox, "perf", 60*time.Second)
+	checkVerified(t, "west (txrx)", west)
+	checkVerified(t, "east (echo)", east)
+	s.Logf("traffic: west sent %.0f, got %.0f back verified (%.3f Mpps each way)", west.summary["tx_pkts"], west.summary["rx_pkts"], west.summary["rx_mpps"])
+
+	// Stop sends DEL with the netns, Remove another without it: both must succeed, and after
+	// them nothing of the pods is left.
+	for i, p := range pods {
+		if _, err := s.CRI.Runtime.StopPodSandbox(ctx, &cri.StopPodSandboxRequest{PodSandboxId: p.sandbox}); err != nil {
+			t.Fatalf("StopPodSandbox %s: %v", p.name, err)
+		}
+		if i == 0 {
+			// The link's other end is still attached: its port.json and mount stay.
+			if _, err := os.Stat(filepath.Join(s.StateDir(), "sockets", pods[1].slot, "port.json")); err != nil {
+				t.Errorf("DEL of %s touched %s's port: %v", p.name, pods[1].name, err)
+			}
+		}
+		if _, err := s.CRI.Runtime.RemovePodSandbox(ctx, &cri.RemovePodSandboxRequest{PodSandboxId: p.sandbox}); err != nil {
+			t.Fatalf("RemovePodSandbox %s (DEL without netns): %v", p.name, err)
+		}
+	}
+	noLeftovers(t, s, "after Stop+RemovePodSandbox")
+}

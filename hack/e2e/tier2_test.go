@@ -1,0 +1,289 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memifnet/memifnet/hack/e2e/node"
+	"github.com/memifnet/memifnet/pkg/memif"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Two slots and two pool units: the second pair of pods must reuse the first pair's slots.
+const pluginConfig = `socketSlots: 2
+pools:
+  - name: hugepool
+    pageSize: 2Mi
+    unitSize: 16Mi
+    unitsPerNUMANode: 2
+`
+
+// kubeletBinary is $MEMIFNET_KUBELET, else what hack/build-kubelet.sh builds (or reuses).
+func kubeletBinary(t *testing.T) string {
+	t.Helper()
+	if k := os.Getenv("MEMIFNET_KUBELET"); k != "" {
+		return k
+	}
+	cmd := exec.Command(filepath.Join(repoRoot(t), "hack", "build-kubelet.sh"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hack/build-kubelet.sh: %v", err)
+	}
+	return strings.TrimSpace(lastLine(string(out)))
+}
+
+// perfPod is a static pod running memif-perf on one memif port, as a non-root user, holding one
+// slot and one pool unit.
+func perfPod(name, port, link string, args ...string) *corev1.Pod {
+	no, yes, uid := false, true, int64(65532)
+	lim := corev1.ResourceList{
+		"memifnet.io/socket":   resource.MustParse("1"),
+		"memifnet.io/hugepool": resource.MustParse("1"),
+		corev1.ResourceMemory:  resource.MustParse("64Mi"),
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
+			Annotations: map[string]string{"memifnet.io/ports": `[{"name":"` + port + `","link":"` + link + `"}]`}},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: &no,
+			SecurityContext: &corev1.PodSecurityContext{RunAsUser: &uid, RunAsGroup: &uid, RunAsNonRoot: &yes,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name: "perf", Image: node.Image, ImagePullPolicy: corev1.PullNever,
+				Command:   []string{"/usr/local/bin/memif-perf"},
+				Args:      append([]string{"--port", port, "--connect-timeout", "60s"}, args...),
+				Resources: corev1.ResourceRequirements{Limits: lim},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+			}},
+		},
+	}
+}
+
+// sandboxOf waits for the kubelet's sandbox of static pod name and returns its ID.
+func sandboxOf(ctx context.Context, t *testing.T, s *node.Stack, name string) string {
+	t.Helper()
+	var id string
+	err := node.Poll(ctx, 60*time.Second, "sandbox of "+name, func() (bool, error) {
+		sbs, err := s.CRI.Sandboxes(ctx, name+"-"+node.NodeName)
+		for _, sb := range sbs {
+			if sb.State == cri.PodSandboxState_SANDBOX_READY {
+				id = sb.Id
+				return true, nil
+			}
+		}
+		return false, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func waitRunning(ctx context.Context, t *testing.T, s *node.Stack, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		err := node.Poll(ctx, 90*time.Second, n+" Running", func() (bool, error) {
+			p, err := s.KubeletPod(ctx, n)
+			if err != nil {
+				return false, err
+			}
+			if p.Status.Phase == corev1.PodFailed {
+				t.Fatalf("pod %s failed: %s %s", n, p.Status.Reason, p.Status.Message)
+			}
+			return p.Status.Phase == corev1.PodRunning, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// podSlot asks the kubelet's PodResources which slot the pod got (the device plugin's Allocate).
+func podSlot(ctx context.Context, t *testing.T, name string) string {
+	t.Helper()
+	ids, err := node.PodDevices(ctx, filepath.Join(node.KubeletDir, "pod-resources", "kubelet.sock"), "default", name+"-"+node.NodeName, node.SocketResource)
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("PodResources for %s: %q, %v; want one slot", name, ids, err)
+	}
+	return ids[0]
+}
+
+// Tier 2: the real kubelet calls the real device plugin's Allocate, containerd calls memif-cni,
+// which asks the kubelet's PodResources for the slots; two static pods pass verified traffic over
+// their link, also across a kubelet crash; deleting them leaves nothing behind, and the next
+// pods on the same slots see nothing of them.
+func TestTier2Kubelet(t *testing.T) {
+	kubelet := kubeletBinary(t)
+	s := newStack(t, "/run/memifnet-e2e-t2")
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	if err := s.ClaimKubeletDirs(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnsureHugepages(16); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StartContainerd(ctx, s.MemifCNI(node.KubeletDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StartKubelet(ctx, kubelet); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StartPlugin(ctx, pluginConfig, 2); err != nil {
+		t.Fatal(err)
+	}
+	regSeries := `memifnet_deviceplugin_registrations_total{resource="memifnet.io/socket"}`
+	regs, err := s.PluginMetric(ctx, regSeries)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Round 1: echo server side and a verifying sender that runs across a kubelet crash.
+	east := perfPod("t2-east", "east", "t2-link", "--mode", "echo", "--verify", "--size", "1500", "--duration", "0")
+	west := perfPod("t2-west", "west", "t2-link", "--mode", "txrx", "--verify", "--size", "1500", "--duration", "25s")
+	for _, p := range []*corev1.Pod{east, west} {
+		if err := s.WritePod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitRunning(ctx, t, s, "t2-east", "t2-west")
+	eastSB, westSB := sandboxOf(ctx, t, s, "t2-east"), sandboxOf(ctx, t, s, "t2-west")
+	slots := map[string]string{"east": podSlot(ctx, t, "t2-east"), "west": podSlot(ctx, t, "t2-west")}
+	if slots["east"] == slots["west"] {
+		t.Fatalf("both pods got slot %s", slots["east"])
+	}
+	s.Logf("allocated: t2-east holds %s, t2-west holds %s (PodResources)", slots["east"], slots["west"])
+	for port, slot := range slots {
+		spec, err := memif.ReadPortSpec(filepath.Join(s.StateDir(), "sockets", slot, "port.json"))
+		if err != nil || spec.Name != port || spec.Link != "t2-link" {
+			t.Fatalf("port.json in %s: %+v, %v", slot, spec, err)
+		}
+		s.Logf("attached: port %s on %s as memif %s (%s)", port, slot, spec.Role, spec.Socket)
+	}
+
+	progress := func() float64 {
+		st, err := s.CRI.ContainerOf(ctx, westSB, "perf")
+		if err != nil {
+			return -1
+		}
+		l, _ := node.Log(st)
+		return node.LastProgressRx(l)
+	}
+	if err := node.Poll(ctx, 60*time.Second, "t2-west receiving", func() (bool, error) { return progress() > 0, nil }); err != nil {
+		t.Fatal(err)
+	}
+	before := progress()
+	s.Logf("connected: t2-west has %.0f packets back, verified", before)
+
+	eastCtr, err := s.CRI.ContainerOf(ctx, eastSB, "perf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.KillKubelet(ctx, kubelet); err != nil {
+		t.Fatal(err)
+	}
+	// The kubelet wiped device-plugins/ on start: the plugin must notice and register again.
+	if err := node.Poll(ctx, 30*time.Second, "device plugin re-registered", func() (bool, error) {
+		n, err := s.PluginMetric(ctx, regSeries)
+		return n > regs, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Poll(ctx, 30*time.Second, "slots allocatable again", func() (bool, error) {
+		ids, err := node.Allocatable(ctx, filepath.Join(node.KubeletDir, "pod-resources", "kubelet.sock"), node.SocketResource)
+		return len(ids) == 2, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Logf("re-registered: the device plugin is back with the new kubelet")
+	afterRestart := progress()
+	if err := node.Poll(ctx, 30*time.Second, "traffic after the kubelet restart", func() (bool, error) {
+		return progress() > afterRestart, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Logf("traffic kept flowing across the kubelet restart (%.0f -> %.0f packets)", before, progress())
+
+	w := waitExited(ctx, t, s, westSB, "perf", 90*time.Second)
+	checkVerified(t, "t2-west (txrx)", w)
+	// The echo side is the same container as before the restart, still running.
+	if st, err := s.CRI.ContainerOf(ctx, eastSB, "perf"); err != nil || st.Id != eastCtr.Id || st.State != cri.ContainerState_CONTAINER_RUNNING {
+		t.Fatalf("t2-east's container after the kubelet restart: %v %v", st, err)
+	}
+	s.Logf("t2-west: %.3f Mpps each way over %.0f verified packets", w.summary["rx_mpps"], w.summary["rx_pkts"])
+
+	// Delete the pods: the kubelet stops the sandboxes (DEL with netns); then remove them (DEL
+	// without netns, as the kubelet's sandbox GC would, later).
+	for _, n := range []string{"t2-east", "t2-west"} {
+		if err := s.RemovePod(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := waitExited(ctx, t, s, eastSB, "perf", 60*time.Second)
+	checkVerified(t, "t2-east (echo)", e)
+	for _, sb := range []string{eastSB, westSB} {
+		if err := node.Poll(ctx, 60*time.Second, "sandbox stopped", func() (bool, error) {
+			st, err := s.CRI.Runtime.PodSandboxStatus(ctx, &cri.PodSandboxStatusRequest{PodSandboxId: sb})
+			return err == nil && st.Status.State == cri.PodSandboxState_SANDBOX_NOTREADY, err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noLeftovers(t, s, "after the kubelet stopped the sandboxes")
+	for _, sb := range []string{eastSB, westSB} {
+		if _, err := s.CRI.Runtime.RemovePodSandbox(ctx, &cri.RemovePodSandboxRequest{PodSandboxId: sb}); err != nil {
+			t.Fatalf("RemovePodSandbox (DEL without netns): %v", err)
+		}
+	}
+	noLeftovers(t, s, "after RemovePodSandbox")
+	s.Logf("deleted: nothing of the pods is left")
+
+	// Round 2: two new pods on a new link get the same two slots (there are no others); the
+	// device plugin scrubbed them, so each slot holds only the new port.
+	north := perfPod("t2-north", "north", "t2-link-b", "--mode", "echo", "--verify", "--duration", "4s")
+	south := perfPod("t2-south", "south", "t2-link-b", "--mode", "txrx", "--verify", "--duration", "2s")
+	for _, p := range []*corev1.Pod{north, south} {
+		if err := s.WritePod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	northSB, southSB := sandboxOf(ctx, t, s, "t2-north"), sandboxOf(ctx, t, s, "t2-south")
+	for _, n := range []string{"t2-north", "t2-south"} {
+		slot := podSlot(ctx, t, n)
+		if slot != slots["east"] && slot != slots["west"] {
+			t.Fatalf("%s got %s, not a reused slot", n, slot)
+		}
+		entries, err := s.SlotEntries(slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(entries, []string{"link", "port.json"}) {
+			t.Errorf("%s's slot %s holds %q, want only link and port.json", n, slot, entries)
+		}
+		spec, err := memif.ReadPortSpec(filepath.Join(s.StateDir(), "sockets", slot, "port.json"))
+		if err != nil || spec.Link != "t2-link-b" {
+			t.Errorf("%s's slot %s: port.json %+v, %v; want the new link", n, slot, spec, err)
+		}
+	}
+	checkVerified(t, "t2-south (txrx)", waitExited(ctx, t, s, southSB, "perf", 90*time.Second))
+	checkVerified(t, "t2-north (echo)", waitExited(ctx, t, s, northSB, "perf", 90*time.Second))
+	for _, n := range []string{"t2-north", "t2-south"} {
+		if err := s.RemovePod(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
