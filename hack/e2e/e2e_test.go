@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/memifnet/memifnet/hack/e2e/node"
-	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 func repoRoot(t *testing.T) string {
@@ -78,32 +77,34 @@ type perfResult struct {
 // waitExited waits for the named container of a sandbox to exit and returns its result.
 func waitExited(ctx context.Context, t *testing.T, s *node.Stack, sandboxID, name string, timeout time.Duration) perfResult {
 	t.Helper()
-	var st *cri.ContainerStatus
-	err := node.Poll(ctx, timeout, "container "+name+" exited", func() (bool, error) {
-		var err error
-		st, err = s.CRI.ContainerOf(ctx, sandboxID, name)
-		return err == nil && st.State == cri.ContainerState_CONTAINER_EXITED, err
-	})
-	var r perfResult
-	if st != nil {
-		r.log, _ = node.Log(st)
-		r.exit = st.ExitCode
-		r.summary, _ = node.Summary(r.log)
-	}
+	st, log, err := s.WaitExited(ctx, sandboxID, name, timeout)
 	if err != nil {
-		t.Fatalf("%v\nlog so far:\n%s", err, r.log)
+		t.Fatalf("%v\nlog so far:\n%s", err, log)
 	}
+	r := perfResult{exit: st.ExitCode, log: log}
+	r.summary, _ = node.Summary(log)
 	return r
 }
 
 // checkVerified fails unless a memif-perf run exited 0 with verified traffic received.
 func checkVerified(t *testing.T, name string, r perfResult) {
 	t.Helper()
-	t.Logf("%s: exit %d, %s", name, r.exit, lastLine(r.log))
+	t.Logf("%s: exit %d, %s", name, r.exit, summaryLine(r.log))
 	if r.exit != 0 || r.summary == nil || r.summary["rx_pkts"] == 0 || r.summary["verify_errors"] != 0 ||
 		!strings.Contains(r.log, "corrupt=0 lost=0 late=0") {
 		t.Errorf("%s: want exit 0, rx_pkts > 0, verify_errors=0 and a clean verification; log:\n%s", name, r.log)
 	}
+}
+
+// summaryLine is memif-perf's last summary line (stdout and stderr interleave in the log).
+func summaryLine(log string) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], "rx_pkts=") {
+			return lines[i]
+		}
+	}
+	return "(no summary line)"
 }
 
 func lastLine(s string) string {
@@ -118,6 +119,21 @@ func noLeftovers(t *testing.T, s *node.Stack, when string) {
 		t.Fatal(err)
 	}
 	if len(left) > 0 {
+		t.Errorf("%s, left behind:\n  %s", when, strings.Join(left, "\n  "))
+	}
+}
+
+// eventuallyNoLeftovers waits for the DEL that is under way: containerd marks a sandbox
+// NOTREADY when its pause process stops, before it runs CNI DEL.
+func eventuallyNoLeftovers(ctx context.Context, t *testing.T, s *node.Stack, when string) {
+	t.Helper()
+	var left []string
+	err := node.Poll(ctx, 30*time.Second, "CNI DEL done", func() (bool, error) {
+		var err error
+		left, err = s.Leftovers()
+		return err == nil && len(left) == 0, err
+	})
+	if err != nil {
 		t.Errorf("%s, left behind:\n  %s", when, strings.Join(left, "\n  "))
 	}
 }

@@ -15,8 +15,6 @@ import (
 	"github.com/memifnet/memifnet/hack/e2e/node"
 	"github.com/memifnet/memifnet/pkg/memif"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -44,49 +42,10 @@ func kubeletBinary(t *testing.T) string {
 	return strings.TrimSpace(lastLine(string(out)))
 }
 
-// perfPod is a static pod running memif-perf on one memif port, as a non-root user, holding one
-// slot and one pool unit.
-func perfPod(name, port, link string, args ...string) *corev1.Pod {
-	no, yes, uid := false, true, int64(65532)
-	lim := corev1.ResourceList{
-		"memifnet.io/socket":   resource.MustParse("1"),
-		"memifnet.io/hugepool": resource.MustParse("1"),
-		corev1.ResourceMemory:  resource.MustParse("64Mi"),
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
-			Annotations: map[string]string{"memifnet.io/ports": `[{"name":"` + port + `","link":"` + link + `"}]`}},
-		Spec: corev1.PodSpec{
-			RestartPolicy:                corev1.RestartPolicyNever,
-			AutomountServiceAccountToken: &no,
-			SecurityContext: &corev1.PodSecurityContext{RunAsUser: &uid, RunAsGroup: &uid, RunAsNonRoot: &yes,
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-			Containers: []corev1.Container{{
-				Name: "perf", Image: node.Image, ImagePullPolicy: corev1.PullNever,
-				Command:   []string{"/usr/local/bin/memif-perf"},
-				Args:      append([]string{"--port", port, "--connect-timeout", "60s"}, args...),
-				Resources: corev1.ResourceRequirements{Limits: lim},
-				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-			}},
-		},
-	}
-}
-
 // sandboxOf waits for the kubelet's sandbox of static pod name and returns its ID.
 func sandboxOf(ctx context.Context, t *testing.T, s *node.Stack, name string) string {
 	t.Helper()
-	var id string
-	err := node.Poll(ctx, 60*time.Second, "sandbox of "+name, func() (bool, error) {
-		sbs, err := s.CRI.Sandboxes(ctx, name+"-"+node.NodeName)
-		for _, sb := range sbs {
-			if sb.State == cri.PodSandboxState_SANDBOX_READY {
-				id = sb.Id
-				return true, nil
-			}
-		}
-		return false, err
-	})
+	id, err := s.WaitSandbox(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +74,7 @@ func waitRunning(ctx context.Context, t *testing.T, s *node.Stack, names ...stri
 // podSlot asks the kubelet's PodResources which slot the pod got (the device plugin's Allocate).
 func podSlot(ctx context.Context, t *testing.T, name string) string {
 	t.Helper()
-	ids, err := node.PodDevices(ctx, filepath.Join(node.KubeletDir, "pod-resources", "kubelet.sock"), "default", name+"-"+node.NodeName, node.SocketResource)
+	ids, err := node.PodSlots(ctx, name)
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("PodResources for %s: %q, %v; want one slot", name, ids, err)
 	}
@@ -153,8 +112,8 @@ func TestTier2Kubelet(t *testing.T) {
 	}
 
 	// Round 1: echo server side and a verifying sender that runs across a kubelet crash.
-	east := perfPod("t2-east", "east", "t2-link", "--mode", "echo", "--verify", "--size", "1500", "--duration", "0")
-	west := perfPod("t2-west", "west", "t2-link", "--mode", "txrx", "--verify", "--size", "1500", "--duration", "25s")
+	east := node.PerfPod("t2-east", "east", "t2-link", "--mode", "echo", "--verify", "--size", "1500", "--duration", "0")
+	west := node.PerfPod("t2-west", "west", "t2-link", "--mode", "txrx", "--verify", "--size", "1500", "--duration", "25s")
 	for _, p := range []*corev1.Pod{east, west} {
 		if err := s.WritePod(p); err != nil {
 			t.Fatal(err)
@@ -243,7 +202,7 @@ func TestTier2Kubelet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	noLeftovers(t, s, "after the kubelet stopped the sandboxes")
+	eventuallyNoLeftovers(ctx, t, s, "after the kubelet stopped the sandboxes")
 	for _, sb := range []string{eastSB, westSB} {
 		if _, err := s.CRI.Runtime.RemovePodSandbox(ctx, &cri.RemovePodSandboxRequest{PodSandboxId: sb}); err != nil {
 			t.Fatalf("RemovePodSandbox (DEL without netns): %v", err)
@@ -254,8 +213,8 @@ func TestTier2Kubelet(t *testing.T) {
 
 	// Round 2: two new pods on a new link get the same two slots (there are no others); the
 	// device plugin scrubbed them, so each slot holds only the new port.
-	north := perfPod("t2-north", "north", "t2-link-b", "--mode", "echo", "--verify", "--duration", "4s")
-	south := perfPod("t2-south", "south", "t2-link-b", "--mode", "txrx", "--verify", "--duration", "2s")
+	north := node.PerfPod("t2-north", "north", "t2-link-b", "--mode", "echo", "--verify", "--duration", "4s")
+	south := node.PerfPod("t2-south", "south", "t2-link-b", "--mode", "txrx", "--verify", "--duration", "2s")
 	for _, p := range []*corev1.Pod{north, south} {
 		if err := s.WritePod(p); err != nil {
 			t.Fatal(err)

@@ -95,7 +95,7 @@ func (s *Stack) Teardown() error {
 func (s *Stack) Prepare() error {
 	if _, err := os.Stat(s.Base); err == nil {
 		return fmt.Errorf("%s exists: another run is active or a previous one was killed; "+
-			"run hack/e2e-cleanup.sh or remove it", s.Base)
+			"stop what runs from it and remove it", s.Base)
 	}
 	if err := os.MkdirAll(s.Base, 0o755); err != nil {
 		return err
@@ -131,6 +131,7 @@ func (s *Stack) Build(ctx context.Context) error {
 		}
 	}
 	if err := s.run(ctx, s.Repo, nil, s.Bin("image"), "-o", s.Path("images", "memifnet.tar"), "-t", Image,
+		"-entrypoint", "/usr/local/bin/memif-deviceplugin",
 		s.Bin("memif-perf")+"=/usr/local/bin/memif-perf",
 		s.Bin("memif-cni")+"=/usr/local/bin/memif-cni",
 		s.Bin("memif-deviceplugin")+"=/usr/local/bin/memif-deviceplugin",
