@@ -54,6 +54,9 @@ type interopCase struct {
 	// link (our server is up before DPDK's client has even read CONNECTED, and testpmd has not
 	// started forwarding yet).
 	early bool
+	// zeroCopy: the Go side is a zero-copy client (pool announced as region 1) and its echo loop
+	// uses RxBurstZC/TxBurstZC.
+	zeroCopy bool
 }
 
 func (c interopCase) nq() int { return max(c.queues, 1) }
@@ -104,7 +107,7 @@ func connect(t *testing.T, c interopCase, dpdkMode string, pktSize int, wantUp b
 	logs := &syncBuffer{}
 	cfg := memif.Config{
 		Socket: goSock, Secret: c.goSecret,
-		RxQueues: c.nq(), TxQueues: c.nq(), BufferSize: c.bsize,
+		RxQueues: c.nq(), TxQueues: c.nq(), BufferSize: c.bsize, ZeroCopy: c.zeroCopy,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
 	opts := dpdkpeer.Options{
@@ -220,7 +223,13 @@ func echo(t *testing.T, l *link, c interopCase, perQueue, window int) {
 	defer cancel()
 	errs := make(chan error, c.nq())
 	for q := range c.nq() {
-		go func() { errs <- echoQueue(ctx, l.iface, q, c.size, perQueue, window) }()
+		go func() {
+			if c.zeroCopy {
+				errs <- echoQueueZC(ctx, l.iface, q, c.size, perQueue, window)
+			} else {
+				errs <- echoQueue(ctx, l.iface, q, c.size, perQueue, window)
+			}
+		}()
 	}
 	for range c.nq() {
 		if err := <-errs; err != nil {
@@ -305,6 +314,63 @@ func echoQueue(ctx context.Context, iface *memif.Interface, q, size, total, wind
 	return nil
 }
 
+// echoQueueZC is echoQueue through the zero-copy API: frames are built in pool buffers (chained
+// when larger than one), sent without a copy, and come back as views of shared memory that are
+// reassembled, compared and released.
+func echoQueueZC(ctx context.Context, iface *memif.Interface, q, size, total, window int) error {
+	rxq, txq := iface.RxQueue(q), iface.TxQueue(q)
+	bufSize := iface.Config().BufferSize
+	segs := (size + bufSize - 1) / bufSize
+	frame := make([]byte, size)
+	want := make([]byte, size)
+	got := make([]byte, 0, size)
+	out := make([]memif.Buffer, segs)
+	in := make([]memif.Buffer, 64)
+	sent, recvd := 0, 0
+	pending := false // out holds a stamped frame the ring has not taken yet
+	progress, last := time.Now(), -1
+	for recvd < total {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("queue %d: sent %d, got back %d of %d: %w", q, sent, recvd, total, err)
+		}
+		if sent+recvd != last {
+			progress, last = time.Now(), sent+recvd
+		} else if time.Since(progress) > stallTimeout {
+			return fmt.Errorf("queue %d: sent %d, got back %d of %d: no progress for %v", q, sent, recvd, total, stallTimeout)
+		}
+		if !pending && sent < total && sent-recvd < window {
+			if txq.Alloc(out) != segs {
+				return fmt.Errorf("queue %d: pool empty after %d sent, %d back", q, sent, recvd)
+			}
+			echoFrame(frame, q, uint32(sent))
+			for k := range out {
+				out[k].Data = out[k].Data[:copy(out[k].Data, frame[k*bufSize:min(size, (k+1)*bufSize)])]
+				out[k].More = k < segs-1
+			}
+			pending = true
+		}
+		if pending && txq.TxBurstZC(out) == segs {
+			pending = false
+			sent++
+		}
+		n := rxq.RxBurstZC(in)
+		for _, b := range in[:n] {
+			got = append(got, b.Data...)
+			if b.More {
+				continue
+			}
+			echoFrame(want, q, uint32(recvd))
+			if !bytes.Equal(got, want) {
+				return fmt.Errorf("queue %d: packet %d came back different (%d bytes, want %d)", q, recvd, len(got), size)
+			}
+			got = got[:0]
+			recvd++
+		}
+		rxq.Release(in[:n])
+	}
+	return nil
+}
+
 // waitCounters waits until testpmd's logged port counters reach rx and tx packets (they are
 // logged once a second while connected) and checks they are exact.
 func waitCounters(t *testing.T, l *link, rxPkts, rxBytes, txPkts, txBytes uint64) {
@@ -344,6 +410,9 @@ func TestDPDKEcho(t *testing.T) {
 		{name: "DPDKServer/filesystem/64/secret", fsSocket: true, size: 64, goSecret: "s3cret", dpdkSecret: "s3cret"},
 		{name: "DPDKServer/abstract/512/chained-bsize128", size: 512, bsize: 128},
 		{name: "DPDKServer/abstract/64/early", size: 64, early: true},
+		{name: "DPDKServer/abstract/64/zero-copy", size: 64, zeroCopy: true},
+		{name: "DPDKServer/abstract/1500/zero-copy", size: 1500, zeroCopy: true},
+		{name: "DPDKServer/abstract/512/chained-bsize128/zero-copy", size: 512, bsize: 128, zeroCopy: true},
 		// No DPDK server with 2 queues: its worker segfaults right after connect (DPDK bug, see
 		// research/dpdk-baseline.md).
 	} {
