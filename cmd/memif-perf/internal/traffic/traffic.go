@@ -53,6 +53,29 @@ type Config struct {
 	// PingTimeout is how long ping waits for a reply before counting the packet lost.
 	PingTimeout time.Duration
 	Dst, Src    [6]byte
+	// RxMode is how a queue waits for packets: RxPoll spins; RxInterrupt sleeps on the ring's
+	// eventfd after every empty poll; RxAdaptive polls Spins times, then sleeps.
+	RxMode RxMode
+	Spins  int
+}
+
+// RxMode is how a receive loop waits when its ring is empty.
+type RxMode string
+
+// Receive modes.
+const (
+	RxPoll      RxMode = "poll"
+	RxInterrupt RxMode = "interrupt"
+	RxAdaptive  RxMode = "adaptive"
+)
+
+// ParseRxMode checks an --rx-mode value.
+func ParseRxMode(s string) (RxMode, error) {
+	switch m := RxMode(s); m {
+	case RxPoll, RxInterrupt, RxAdaptive:
+		return m, nil
+	}
+	return "", fmt.Errorf("rx mode %q: must be poll, interrupt or adaptive", s)
 }
 
 // Counters of one queue pair, written by its goroutine and read by the reporter.
@@ -78,7 +101,8 @@ type Runner struct {
 	iface *memif.Interface
 	ctr   []Counters
 	stop  atomic.Bool
-	hist  []*Histogram // ping: one per queue
+	ctx   context.Context // ends with the run: wakes receivers asleep in interrupt mode
+	hist  []*Histogram    // ping: one per queue
 
 	errMu    sync.Mutex
 	firstErr []string // the first few verification failures, for the report
@@ -116,6 +140,12 @@ func New(iface *memif.Interface, cfg Config) (*Runner, error) {
 	if cfg.PingTimeout <= 0 {
 		cfg.PingTimeout = time.Second
 	}
+	if cfg.RxMode == "" {
+		cfg.RxMode = RxPoll
+	}
+	if cfg.Spins <= 0 {
+		cfg.Spins = 1000
+	}
 	r := &Runner{cfg: cfg, iface: iface, ctr: make([]Counters, cfg.Queues)}
 	if cfg.Mode == ModePing {
 		r.hist = make([]*Histogram, cfg.Queues)
@@ -128,6 +158,7 @@ func New(iface *memif.Interface, cfg Config) (*Runner, error) {
 
 // Run starts one goroutine per queue and returns when ctx ends and every loop has stopped.
 func (r *Runner) Run(ctx context.Context) {
+	r.ctx = ctx
 	var wg sync.WaitGroup
 	for q := range r.cfg.Queues {
 		wg.Go(func() {
@@ -258,6 +289,29 @@ func (w *worker) pause() {
 	}
 }
 
+// rxIdle is called after a receive poll that got nothing: it spins, or sleeps until the peer
+// signals (interrupt mode, or adaptive mode after Spins empty polls in a row).
+func (w *worker) rxIdle() {
+	switch w.r.cfg.RxMode {
+	case RxInterrupt:
+		w.sleep()
+	case RxAdaptive:
+		w.idle++
+		if w.idle >= w.r.cfg.Spins {
+			w.idle = 0
+			w.sleep()
+		}
+	default:
+		w.pause()
+	}
+}
+
+func (w *worker) sleep() {
+	if err := w.rxq.Wait(w.r.ctx); errors.Is(err, memif.ErrDown) {
+		w.pause() // link down: the session notices; keep polling for its return
+	}
+}
+
 // send offers up to limit pending frames to the ring, stamping a new batch when the last one is
 // gone. It returns how many the ring took.
 func (w *worker) send(limit int) int {
@@ -329,7 +383,7 @@ func (w *worker) runTx() {
 func (w *worker) runRx() {
 	for !w.r.stop.Load() {
 		if w.receive() == 0 {
-			w.pause()
+			w.rxIdle()
 		}
 	}
 }
@@ -373,7 +427,7 @@ func (w *worker) runEcho() {
 	for !w.r.stop.Load() {
 		n := w.receive()
 		if n == 0 {
-			w.pause()
+			w.rxIdle()
 			continue
 		}
 		// Unlike testpmd io (which drops what its Tx ring refuses) echo waits for room, so an
@@ -419,6 +473,9 @@ func (w *worker) runPing() {
 		for !w.r.stop.Load() {
 			n := w.rxq.RxBurst(w.rxBufs[:1])
 			if n == 0 {
+				if w.r.cfg.RxMode != RxPoll {
+					w.rxIdle()
+				}
 				if time.Since(start) > w.r.cfg.PingTimeout {
 					w.ctr.Lost.Add(1)
 					w.r.noteError(fmt.Errorf("queue %d: ping seq %d: %w in %v", w.q, seq, ErrNoReply, w.r.cfg.PingTimeout))
