@@ -22,6 +22,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -51,6 +52,7 @@ func run() int {
 		mac        = fs.String("mac", "02:fe:00:00:00:01", "source MAC of sent frames")
 		peerMAC    = fs.String("peer-mac", "02:00:00:00:00:00", "destination MAC of sent frames (testpmd's default peer address)")
 		logLevel   = fs.String("log-level", "warn", "library log level: debug, info, warn, error")
+		cpuProfile = fs.String("cpuprofile", "", "write a pprof CPU profile of the whole run to this file")
 		port       = fs.String("port", "", "open the memif-cni port NAME from $MEMIFNET_DIR/*/port.json (default dir "+memif.DefaultPortDir+"); port.json then sets role, socket, id, secret, mode, queues and sizes")
 	)
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -138,6 +140,22 @@ func run() int {
 		},
 		Duration: *duration, ConnectTimeout: *connectTO,
 		Stdout: os.Stdout, Stderr: os.Stderr,
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return usage("--cpuprofile: %v", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return usage("--cpuprofile: %v", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(os.Stderr, "memif-perf: --cpuprofile: %v\n", err)
+			}
+		}()
 	}
 	// SIGINT/SIGTERM end the run early; the summary is still printed.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
