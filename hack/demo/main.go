@@ -45,10 +45,10 @@ func main() {
 	s := node.New(repo, *base, say)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, s, *kubelet, *seconds, say)
-	stop()
-	if errors.Is(ctx.Err(), context.Canceled) {
+	if ctx.Err() != nil {
 		say("interrupted")
 	}
+	stop()
 	say("tearing down (pods, kubelet, device plugin, containerd, mounts, %s)", *base)
 	if terr := s.Teardown(); terr != nil {
 		err = errors.Join(err, terr)
@@ -112,7 +112,7 @@ func pair(ctx context.Context, s *node.Stack, say func(string, ...any), a, b, li
 	args := [][]string{aArgs, bArgs}
 	say("pods %s and %s on memif link %q: each asks for memifnet.io/socket: 1 and memifnet.io/hugepool: 1", a, b, link)
 	for i, n := range pods {
-		if err := s.WritePod(node.PerfPod(n, "p"+fmt.Sprint(i), link, args[i]...)); err != nil {
+		if err := s.WritePod(node.PerfPod(n, []string{"east", "west"}[i], link, args[i]...)); err != nil {
 			return nil, err
 		}
 	}
@@ -134,16 +134,25 @@ func pair(ctx context.Context, s *node.Stack, say func(string, ...any), a, b, li
 		}
 		say("attached: memif-cni ADD wired port %s as memif %s, socket %s (container view)", spec.Name, spec.Role, spec.Socket)
 	}
+	var up string
+	err := node.Poll(ctx, 90*time.Second, b+" connected", func() (bool, error) {
+		st, err := s.CRI.ContainerOf(ctx, sandboxes[1], "perf")
+		if err != nil {
+			return false, err
+		}
+		log, _ := node.Log(st)
+		up = grep(log, "link up")
+		return up != "", nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	say("connected: %s: %s; memif-perf runs", b, strings.TrimPrefix(up, "memif-perf: "))
 	var sums []map[string]float64
 	for i := len(pods) - 1; i >= 0; i-- { // the client ends first
 		st, log, err := s.WaitExited(ctx, sandboxes[i], "perf", 2*time.Minute)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w\n%s", pods[i], err, log)
-		}
-		if i == len(pods)-1 {
-			if line := grep(log, "link up"); line != "" {
-				say("connected: %s", strings.TrimPrefix(line, "memif-perf: "))
-			}
 		}
 		sum, ok := node.Summary(log)
 		if st.ExitCode != 0 || !ok {
@@ -156,7 +165,7 @@ func pair(ctx context.Context, s *node.Stack, say func(string, ...any), a, b, li
 			return nil, err
 		}
 	}
-	err := node.Poll(ctx, 60*time.Second, "CNI DEL of "+a+" and "+b, func() (bool, error) {
+	err = node.Poll(ctx, 60*time.Second, "CNI DEL of "+a+" and "+b, func() (bool, error) {
 		left, err := s.Leftovers()
 		return err == nil && len(left) == 0, err
 	})
