@@ -45,10 +45,10 @@ func TestTier1ContainerdCNI(t *testing.T) {
 	}
 
 	type pod struct {
-		name, port, slot, mode, role string
-		args                         []string
-		sandbox                      string
-		cfg                          *cri.PodSandboxConfig
+		name, port, slot, role string
+		args                   []string
+		sandbox                string
+		cfg                    *cri.PodSandboxConfig
 	}
 	pods := []*pod{
 		// The first pod to attach is the link's server.

@@ -13,6 +13,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,7 +49,7 @@ func run(args []string) error {
 		return err
 	}
 	if *out == "" || *tag == "" || fs.NArg() == 0 {
-		return fmt.Errorf("usage: image -o OUT -t TAG [-entrypoint PATH] SRC=DEST...")
+		return errors.New("usage: image -o OUT -t TAG [-entrypoint PATH] SRC=DEST")
 	}
 	ref, err := name.NewTag(*tag, name.StrictValidation)
 	if err != nil {

@@ -108,6 +108,9 @@ func Poll(ctx context.Context, timeout time.Duration, what string, cond func() (
 		}
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return fmt.Errorf("%s: %w", what, context.Canceled)
+			}
 			if last != nil {
 				return fmt.Errorf("%s: not after %v: %w", what, timeout, last)
 			}
