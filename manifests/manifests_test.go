@@ -81,22 +81,40 @@ func build(t *testing.T, dir string) []any {
 // decode decodes one object strictly; a NetworkAttachmentDefinition becomes *nadObject.
 func decode(t *testing.T, what string, y []byte) any {
 	t.Helper()
-	var tm struct{ Kind string }
-	if err := yaml.Unmarshal(y, &tm); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	if tm.Kind == "NetworkAttachmentDefinition" {
-		var n nad
-		if err := yaml.UnmarshalStrict(y, &n); err != nil {
-			t.Fatalf("%s: strict decode: %v", what, err)
-		}
-		return &nadObject{n}
-	}
-	obj, _, err := strict.Decode(y, nil, nil)
+	obj, err := decodeStrict(y)
 	if err != nil {
 		t.Fatalf("%s: strict decode: %v\n%s", what, err, y)
 	}
 	return obj
+}
+
+func decodeStrict(y []byte) (any, error) {
+	var tm struct{ Kind string }
+	if err := yaml.Unmarshal(y, &tm); err != nil {
+		return nil, err
+	}
+	if tm.Kind == "NetworkAttachmentDefinition" {
+		var n nad
+		if err := yaml.UnmarshalStrict(y, &n); err != nil {
+			return nil, err
+		}
+		return &nadObject{n}, nil
+	}
+	obj, _, err := strict.Decode(y, nil, nil)
+	return obj, err
+}
+
+// The strict decoding is live: a misspelt or misplaced field fails.
+func TestStrictDecodingRejectsTypos(t *testing.T) {
+	for _, y := range []string{
+		"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  containers: [{name: c, image: i, imagePullPolicey: Never}]\n",
+		"apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      hostNetwork: true\n      hostNetwork: false\n",
+		"apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata: {name: x}\nspec: {conifg: \"{}\"}\n",
+	} {
+		if _, err := decodeStrict([]byte(y)); err == nil {
+			t.Errorf("accepted:\n%s", y)
+		}
+	}
 }
 
 type nadObject struct{ nad }
