@@ -6,20 +6,23 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
 	"github.com/memifnet/memifnet/hack/e2e/node"
 	"github.com/memifnet/memifnet/pkg/memif"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Tier 1: containerd itself runs the conflist (bridge, then memif-cni with the pod-annotations
-// capability) for two pod sandboxes made through CRI with the memifnet.io/ports annotation; the
-// two containers run memif-perf --port over the link and verify every byte. No kubelet: a
-// PodResources stand-in says which slot each pod holds, and the containers get the slot mounts
-// the device plugin would have returned.
+// Tier 1: memif-cni-install chains memif-cni (with the pod-annotations capability) after bridge
+// in containerd's conflist, as the DaemonSet does on a node; containerd itself runs the chain for
+// two pod sandboxes made through CRI with the memifnet.io/ports annotation; the two containers
+// run memif-perf --port over the link and verify every byte. No kubelet: a PodResources
+// stand-in says which slot each pod holds, and the containers get the slot mounts the device
+// plugin would have returned. At the end the installer takes memif-cni out again.
 func TestTier1ContainerdCNI(t *testing.T) {
 	s := newStack(t, "/run/memifnet-e2e-t1")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -40,9 +43,28 @@ func TestTier1ContainerdCNI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.StartContainerd(ctx, s.MemifCNI(kubeletDir)); err != nil {
+	if err := s.StartContainerd(ctx, nil); err != nil { // bridge only
 		t.Fatal(err)
 	}
+	plugin, err := json.Marshal(s.MemifCNI(kubeletDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := func(args ...string) {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, s.Bin("memif-cni-install"), append([]string{"--source", s.Bin("memif-cni"),
+			"--cni-bin-dir", s.CNIBinDir(), "--cni-conf-dir", filepath.Dir(s.Conflist())}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("memif-cni-install %q: %v\n%s", args, err, out)
+		}
+	}
+	install("--chain", "--plugin-config", string(plugin))
+	if err := node.Poll(ctx, 30*time.Second, "containerd loaded the chained conflist", func() (bool, error) {
+		return s.CNILoaded(ctx, "memif-cni")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Logf("memif-cni-install put memif-cni into %s after bridge; containerd reloaded it", filepath.Base(s.Conflist()))
 
 	type pod struct {
 		name, port, slot, role string
@@ -133,4 +155,17 @@ func TestTier1ContainerdCNI(t *testing.T) {
 		}
 	}
 	noLeftovers(t, s, "after Stop+RemovePodSandbox")
+
+	install("--uninstall")
+	if err := node.Poll(ctx, 30*time.Second, "containerd loaded the conflist without memif-cni", func() (bool, error) {
+		loaded, err := s.CNILoaded(ctx, "memif-cni")
+		return !loaded, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := libcni.ConfListFromFile(s.Conflist())
+	if err != nil || len(list.Plugins) != 1 || list.Plugins[0].Network.Type != "bridge" {
+		t.Fatalf("conflist after uninstall: %+v, %v; want bridge alone", list, err)
+	}
+	s.Logf("memif-cni-install --uninstall left bridge alone in the conflist")
 }

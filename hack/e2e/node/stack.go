@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Images the stack builds and imports. Names under localhost/ are left alone by the runtime's
@@ -160,15 +161,17 @@ func (s *Stack) run(ctx context.Context, dir string, env []string, args ...strin
 // CNIPlugin is one entry of the conflist after bridge.
 type CNIPlugin = map[string]any
 
-// StartContainerd writes containerd's config and a conflist (bridge, then memif), links the CNI
-// plugins into a private bin dir, starts containerd, waits for its CRI and imports the images.
+// StartContainerd writes containerd's config and a conflist (bridge, then memif; bridge alone
+// when memif is nil, for memif-cni-install to chain into), links the CNI plugins into a private
+// bin dir (plus memif-cni when memif is set), starts containerd, waits for its CRI and imports
+// the images.
 func (s *Stack) StartContainerd(ctx context.Context, memif CNIPlugin) error {
 	for _, p := range []string{"containerd", "runc", "ctr"} {
 		if _, err := exec.LookPath(p); err != nil {
 			return fmt.Errorf("%s not found: apt-get install -y containerd runc containernetworking-plugins", p)
 		}
 	}
-	binDir := s.Path("cni", "bin")
+	binDir := s.CNIBinDir()
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return err
 	}
@@ -181,8 +184,10 @@ func (s *Stack) StartContainerd(ctx context.Context, memif CNIPlugin) error {
 			return err
 		}
 	}
-	if err := copyFile(s.Bin("memif-cni"), filepath.Join(binDir, "memif-cni"), 0o755); err != nil {
-		return err
+	if memif != nil {
+		if err := copyFile(s.Bin("memif-cni"), filepath.Join(binDir, "memif-cni"), 0o755); err != nil {
+			return err
+		}
 	}
 	if err := s.WriteConflist(memif); err != nil {
 		return err
@@ -260,24 +265,42 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 	return nil
 }
 
-// WriteConflist (re)writes the one conflist: bridge with host-local IPAM, then memif-cni.
-// containerd reloads it on change.
+// Conflist is the one CNI configuration file containerd reads.
+func (s *Stack) Conflist() string { return s.Path("cni", "net.d", "10-memifnet-e2e.conflist") }
+
+// CNIBinDir is containerd's CNI bin dir.
+func (s *Stack) CNIBinDir() string { return s.Path("cni", "bin") }
+
+// WriteConflist (re)writes the one conflist: bridge with host-local IPAM, then memif-cni unless
+// memif is nil. containerd reloads it on change.
 func (s *Stack) WriteConflist(memif CNIPlugin) error {
-	conf := map[string]any{
-		"cniVersion": "1.0.0",
-		"name":       "memifnet-e2e",
-		"plugins": []any{
-			map[string]any{
-				"type": "bridge", "bridge": Bridge, "isGateway": false, "ipMasq": false,
-				"ipam": map[string]any{
-					"type": "host-local", "ranges": [][]map[string]string{{{"subnet": "10.244.77.0/24"}}},
-					"dataDir": s.Path("cni", "ipam"),
-				},
+	plugins := []any{
+		map[string]any{
+			"type": "bridge", "bridge": Bridge, "isGateway": false, "ipMasq": false,
+			"ipam": map[string]any{
+				"type": "host-local", "ranges": [][]map[string]string{{{"subnet": "10.244.77.0/24"}}},
+				"dataDir": s.Path("cni", "ipam"),
 			},
-			memif,
 		},
 	}
-	return writeJSON(s.Path("cni", "net.d", "10-memifnet-e2e.conflist"), conf)
+	if memif != nil {
+		plugins = append(plugins, memif)
+	}
+	conf := map[string]any{"cniVersion": "1.0.0", "name": "memifnet-e2e", "plugins": plugins}
+	return writeJSON(s.Conflist(), conf)
+}
+
+// CNILoaded reports whether containerd's loaded CNI configuration (CRI Status, verbose) names
+// plugin type typ: containerd reloads the conflist asynchronously after a change.
+func (s *Stack) CNILoaded(ctx context.Context, typ string) (bool, error) {
+	st, err := s.CRI.Runtime.Status(ctx, &cri.StatusRequest{Verbose: true})
+	if err != nil {
+		return false, err
+	}
+	// The loaded networks, with each plugin's source JSON embedded as a string: compare without
+	// escapes and blanks.
+	flat := strings.NewReplacer(`\`, "", " ", "", "\n", "").Replace(st.Info["cniconfig"])
+	return strings.Contains(flat, `"type":"`+typ+`"`), nil
 }
 
 // MemifCNI is the memif-cni entry for the conflist.
