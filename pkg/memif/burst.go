@@ -37,42 +37,34 @@ func (q *RxQueue) RxBurst(pkts [][]byte) int {
 	return n
 }
 
-// consume copies packets out of the avail descriptors from the cursor on.
+// consume copies packets out of the avail descriptors from the cursor on. Runs of single-buffer
+// packets go through a fast loop; a chain, or a descriptor that fails validation, goes through
+// the general path one packet at a time.
 func (q *RxQueue) consume(pkts [][]byte, avail uint16) int {
-	descs, mask := q.ring.Descs, q.ring.Mask
 	cur, end := q.cursor, q.cursor+avail
 	n, bytes := 0, 0
 	for n < len(pkts) && cur != end {
-		d := &descs[cur&mask]
-		// Read each field once: the peer may rewrite shared memory at any time.
-		flags, region, length, offset := d.Flags, d.Region, d.Length, d.Offset
-		if flags&ring.DescFlagNext != 0 {
-			used, size, ok := q.consumeChain(&pkts[n], cur, end)
-			if used == 0 {
-				break // the rest of the chain is not there yet
-			}
-			cur += used
-			if ok {
-				bytes += size
-				n++
-			}
-			continue
+		var k, b int
+		if q.client && q.zc == nil {
+			k, b = q.fastOwn(pkts[n:], cur, end-cur)
+		} else {
+			k, b = q.fastPeer(pkts[n:], cur, end-cur)
 		}
-		cur++
-		src, ok := q.span(region, offset, length)
-		if !ok {
-			q.stats.BadDescs++
-			q.stats.Drops++
-			continue
+		n += k
+		bytes += b
+		cur += uint16(k)
+		if n == len(pkts) || cur == end {
+			break
 		}
-		dst := pkts[n]
-		if len(src) > cap(dst) {
-			q.stats.Drops++
-			continue
+		used, size, ok := q.consumeOne(&pkts[n], cur, end)
+		if used == 0 {
+			break // the rest of a chain is not there yet
 		}
-		pkts[n] = dst[:copy(dst[:len(src)], src)]
-		bytes += len(src)
-		n++
+		cur += used
+		if ok {
+			bytes += size
+			n++
+		}
 	}
 	q.cursor = cur
 	q.stats.Packets += uint64(n)
@@ -80,17 +72,75 @@ func (q *RxQueue) consume(pkts [][]byte, avail uint16) int {
 	return n
 }
 
-// consumeChain reassembles the packet whose first descriptor is at cur, appending each segment
-// after the previous one. It returns how many descriptors it used (0: the chain is incomplete, try
-// again later), the packet size and whether the packet was delivered (false: dropped and counted).
-func (q *RxQueue) consumeChain(dst *[]byte, cur, end uint16) (used uint16, size int, ok bool) {
-	descs, mask := q.ring.Descs, q.ring.Mask
+// fastPeer copies out single-buffer packets whose descriptors name memory anywhere in the
+// connection's regions (the server's view, and a zero-copy client's), and stops at the first
+// descriptor that is a chain, fails validation or does not fit the caller's buffer.
+func (q *RxQueue) fastPeer(pkts [][]byte, cur, avail uint16) (n, bytes int) {
+	r, regions := &q.ring, q.regions
+	for cnt := min(len(pkts), int(avail)); n < cnt; n++ {
+		d := r.At(cur)
+		// Read each field once: the peer may rewrite shared memory at any time.
+		flags, region, length, offset := d.Flags, d.Region, d.Length, d.Offset
+		if flags&ring.DescFlagNext != 0 || int(region) >= len(regions) || length == 0 {
+			break
+		}
+		mem := regions[region]
+		e := uint64(offset) + uint64(length)
+		if e > uint64(len(mem)) || int(length) > cap(pkts[n]) {
+			break
+		}
+		pkts[n] = pkts[n][:copy(pkts[n][:length], mem[offset:e])]
+		bytes += int(length)
+		cur++
+	}
+	return n, bytes
+}
+
+// fastOwn is fastPeer for a copy-mode client, which knows which of its own buffers sits behind
+// each slot: only the length is read from shared memory (region and offset are the server's to
+// scribble on), and it must fit the buffer.
+func (q *RxQueue) fastOwn(pkts [][]byte, cur, avail uint16) (n, bytes int) {
+	r, bufs, bufSize, base, mask := &q.ring, q.bufs, q.bufSize, q.bufBase, q.ring.Mask
+	for cnt := min(len(pkts), int(avail)); n < cnt; n++ {
+		d := r.At(cur)
+		flags, length := d.Flags, d.Length
+		if flags&ring.DescFlagNext != 0 || length-1 >= bufSize || int(length) > cap(pkts[n]) {
+			break
+		}
+		off := base + uint32(cur&mask)*bufSize
+		pkts[n] = pkts[n][:copy(pkts[n][:length], bufs[off:off+length])]
+		bytes += int(length)
+		cur++
+	}
+	return n, bytes
+}
+
+// segment is the memory a descriptor names, validated for this side: a copy-mode client reads its
+// own slot buffer (up to the length the server wrote), anyone else the region and offset given.
+func (q *RxQueue) segment(c uint16, flags uint16, region uint16, length, offset uint32) ([]byte, bool) {
+	_ = flags
+	if q.client && q.zc == nil {
+		if length-1 >= q.bufSize {
+			return nil, false
+		}
+		off := q.bufBase + uint32(c&q.ring.Mask)*q.bufSize
+		return q.bufs[off : off+length], true
+	}
+	return q.span(region, offset, length)
+}
+
+// consumeOne takes the packet at cur that the fast loops left: a chain, reassembled by appending
+// each segment after the previous one, or a single descriptor that is dropped and counted. It
+// returns how many descriptors it used (0: the chain is incomplete, try again later), the packet
+// size and whether the packet was delivered.
+func (q *RxQueue) consumeOne(dst *[]byte, cur, end uint16) (used uint16, size int, ok bool) {
+	r := &q.ring
 	avail := end - cur
-	// Find the chain's end first, so nothing is consumed before it is complete.
+	// Find the packet's end first, so nothing is consumed before it is complete.
 	var segs uint16
 	for {
 		if segs == avail {
-			if avail == uint16(q.ring.Size()) || avail == 0 {
+			if avail == uint16(r.Size()) {
 				// A chain as long as the whole ring can never complete: drop it.
 				q.stats.BadDescs++
 				q.stats.Drops++
@@ -98,7 +148,7 @@ func (q *RxQueue) consumeChain(dst *[]byte, cur, end uint16) (used uint16, size 
 			}
 			return 0, 0, false
 		}
-		flags := descs[(cur+segs)&mask].Flags
+		flags := r.At(cur + segs).Flags
 		segs++
 		if flags&ring.DescFlagNext == 0 {
 			break
@@ -107,9 +157,9 @@ func (q *RxQueue) consumeChain(dst *[]byte, cur, end uint16) (used uint16, size 
 	buf := (*dst)[:0]
 	good := true
 	for i := range segs {
-		d := &descs[(cur+i)&mask]
-		region, length, offset := d.Region, d.Length, d.Offset
-		src, valid := q.span(region, offset, length)
+		d := r.At(cur + i)
+		flags, region, length, offset := d.Flags, d.Region, d.Length, d.Offset
+		src, valid := q.segment(cur+i, flags, region, length, offset)
 		if !valid {
 			q.stats.BadDescs++
 			good = false
@@ -182,52 +232,66 @@ func (q *TxQueue) txOwn(pkts [][]byte) int {
 		q.stats.BadDescs++
 	}
 	free := size - used
-	descs, mask, bufSize, bufs := q.ring.Descs, q.ring.Mask, q.bufSize, q.bufs
+	if free == 0 {
+		q.stats.NoBuf++
+		return 0
+	}
+	r, mask, bufSize, bufs, base, region := &q.ring, q.ring.Mask, q.bufSize, q.bufs, q.bufBase, q.bufRegion
 	cur := q.cursor
 	i, sent, bytes := 0, 0, 0
-	for ; i < len(pkts); i++ {
-		p := pkts[i]
-		if uint32(len(p))-1 < bufSize && free != 0 { // fast path: 1..bufSize bytes, one slot
-			slot := cur & mask
-			off := q.bufBase + uint32(slot)*bufSize
-			copy(bufs[off:off+bufSize], p)
-			descs[slot] = ring.Desc{Region: q.bufRegion, Length: uint32(len(p)), Offset: off}
+	for i < len(pkts) {
+		// Fast path: packets of 1..bufSize bytes, one slot each, no segmentation.
+		for cnt := min(len(pkts), i+int(free)); i < cnt; i++ {
+			l := uint32(len(pkts[i]))
+			if l-1 >= bufSize {
+				break
+			}
+			off := base + uint32(cur&mask)*bufSize
+			copy(bufs[off:off+l], pkts[i])
+			*r.At(cur) = ring.Desc{Region: region, Length: l, Offset: off}
 			cur++
 			free--
 			sent++
-			bytes += len(p)
-			continue
+			bytes += int(l)
 		}
+		if i == len(pkts) || free == 0 {
+			break
+		}
+		// General path: an empty packet (dropped) or one that needs a chain.
+		p := pkts[i]
 		segs := (len(p) + int(bufSize) - 1) / int(bufSize)
 		if len(p) == 0 || segs > int(size) {
 			q.stats.Drops++
+			i++
 			continue
 		}
 		if segs > int(free) {
-			q.stats.NoBuf++
 			break
 		}
 		for rest := p; len(rest) > 0; {
-			slot := cur & mask
-			off := q.bufBase + uint32(slot)*bufSize
+			off := base + uint32(cur&mask)*bufSize
 			k := copy(bufs[off:off+bufSize], rest)
 			rest = rest[k:]
 			var flags uint16
 			if len(rest) > 0 {
 				flags = ring.DescFlagNext
 			}
-			descs[slot] = ring.Desc{Flags: flags, Region: q.bufRegion, Length: uint32(k), Offset: off}
+			*r.At(cur) = ring.Desc{Flags: flags, Region: region, Length: uint32(k), Offset: off}
 			cur++
 		}
 		free -= uint16(segs)
 		sent++
 		bytes += len(p)
+		i++
+	}
+	if i < len(pkts) {
+		q.stats.NoBuf++
 	}
 	if cur != q.cursor {
 		q.stats.Packets += uint64(sent)
 		q.stats.Bytes += uint64(bytes)
 		q.cursor = cur
-		q.ring.StoreHead(cur)
+		q.ring.PublishHead(cur) // with a full barrier: notify reads MASK_INT next
 		q.notify()
 	}
 	return i
@@ -288,7 +352,7 @@ func (q *TxQueue) txPeer(pkts [][]byte) int {
 		q.stats.Packets += uint64(sent)
 		q.stats.Bytes += uint64(bytes)
 		q.cursor = cur
-		q.ring.StoreTail(cur)
+		q.ring.PublishTail(cur) // with a full barrier: notify reads MASK_INT next
 		q.notify()
 	}
 	return i

@@ -41,7 +41,7 @@ func FuzzRxRing(f *testing.F) {
 		descBytes := unsafeDescBytes(r)
 		copy(descBytes, data)
 		// Two regions: the ring's own page and a small data region.
-		dataRegion := make([]byte, 1000)
+		dataRegion := make([]byte, 2048) // room for 16 slots of 64-byte buffers (the client layout) and more
 		q := &RxQueue{}
 		q.regions = [][]byte{ringMem, dataRegion}
 		q.ring = r

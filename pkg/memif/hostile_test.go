@@ -606,11 +606,13 @@ func TestHostileServerDescriptors(t *testing.T) {
 	if armed != 16 {
 		t.Fatalf("client armed %d slots, want the whole ring", armed)
 	}
+	// The client reads only the length from a descriptor: the buffer behind a slot is the one it
+	// armed there, wherever the server points region and offset.
 	goodDesc := m2s.Descs[2]
 	copy(reg.Mem[goodDesc.Offset:], "ok")
-	m2s.Descs[0] = ring.Desc{Region: 9, Length: 4}
-	m2s.Descs[1] = ring.Desc{Offset: uint32(len(reg.Mem)) - 1, Length: 2}
-	m2s.Descs[2] = ring.Desc{Offset: goodDesc.Offset, Length: 2}
+	m2s.Descs[0] = ring.Desc{Length: 0}   // empty
+	m2s.Descs[1] = ring.Desc{Length: 257} // more than the 256-byte buffer
+	m2s.Descs[2] = ring.Desc{Region: 9, Offset: uint32(len(reg.Mem)) - 1, Length: 2}
 	m2s.StoreTail(3)
 	rx := cli.RxQueue(0)
 	bufs := [][]byte{make([]byte, 0, 256), make([]byte, 0, 256), make([]byte, 0, 256)}

@@ -37,6 +37,9 @@ func (q *RxQueue) Wait(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
 	if errors.Is(err, os.ErrClosed) {
 		return ErrDown // disconnected while we slept
 	}
@@ -78,8 +81,9 @@ func (q *RxQueue) mask() {
 // sleepOn blocks in the runtime poller until the eventfd is signalled, drains it, and returns.
 func sleepOn(ctx context.Context, f *os.File, maxSleep time.Duration) error {
 	deadline := time.Now().Add(maxSleep)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	ctxDeadline, hasDeadline := ctx.Deadline()
+	if hasDeadline && ctxDeadline.Before(deadline) {
+		deadline = ctxDeadline
 	}
 	if err := f.SetReadDeadline(deadline); err != nil {
 		return err
@@ -91,6 +95,10 @@ func sleepOn(ctx context.Context, f *os.File, maxSleep time.Duration) error {
 	var b [8]byte
 	_, err := f.Read(b[:])
 	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if hasDeadline && !time.Now().Before(ctxDeadline) {
+			// The context's own timer may not have fired yet: say so ourselves.
+			return context.DeadlineExceeded
+		}
 		return nil
 	}
 	return err

@@ -136,10 +136,10 @@ func (q *queue) span(region uint16, offset, length uint32) ([]byte, bool) {
 
 var eventfdOne = func() (b [8]byte) { binary.NativeEndian.PutUint64(b[:], 1); return }()
 
-// notify signals the peer after publishing, unless it polls (MASK_INT). The fence keeps the flags
-// load after the index store; see ring.Fence.
+// notify signals the peer after publishing, unless it polls (MASK_INT). The index must have been
+// published with PublishHead/PublishTail, whose barrier keeps this flags load after the index
+// store (see ring.Fence).
 func (q *queue) notify() {
-	ring.Fence()
 	if q.ring.LoadFlags()&ring.FlagMaskInt == 0 && q.eventfd >= 0 {
 		// EAGAIN means the counter is saturated: the peer has been signalled already.
 		_, _ = unix.Write(q.eventfd, eventfdOne[:])

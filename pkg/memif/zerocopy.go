@@ -213,7 +213,7 @@ func (q *TxQueue) TxBurstZC(bufs []Buffer) int {
 		q.stats.Packets += uint64(pkts)
 		q.stats.Bytes += uint64(bytes)
 		q.cursor = cur
-		q.ring.StoreHead(cur)
+		q.ring.PublishHead(cur) // with a full barrier: notify reads MASK_INT next
 		q.notify()
 	}
 	q.release()
@@ -309,7 +309,7 @@ func (q *TxQueue) txCopyZC(pkts [][]byte) int {
 		q.stats.Packets += uint64(sent)
 		q.stats.Bytes += uint64(bytes)
 		q.cursor = cur
-		q.ring.StoreHead(cur)
+		q.ring.PublishHead(cur) // with a full barrier: notify reads MASK_INT next
 		q.notify()
 	}
 	return i

@@ -76,7 +76,13 @@ type Ring struct {
 	tail  *uint32        // the aligned word holding tail
 	Descs []Desc         // the descriptor array, len == ring size
 	Mask  uint16         // ring size - 1
+	descs *descArray     // Descs as an array a masked 16-bit index cannot overrun (see At)
 }
+
+// descArray is as many descriptors as a 16-bit index can name. A Ring never has that many, but
+// At only ever indexes it with i&Mask < Size, so the compiler's proof that a uint16 index is in
+// range is all the bounds check the hot loops need.
+type descArray [1 << 16]Desc
 
 // New makes a view of the ring at the start of mem. mem must stay mapped while the view is used;
 // it must hold Size(log2, cacheLine) bytes and be 8-byte aligned (atomics need aligned words).
@@ -106,8 +112,13 @@ func New(mem []byte, log2 uint8, cacheLine int) (Ring, error) {
 		// is 8-aligned.
 		Descs: unsafe.Slice((*Desc)(unsafe.Add(p, 2*cacheLine)), size),
 		Mask:  uint16(size - 1),
+		// Safe as far as At goes: At masks every index to below size (see descArray).
+		descs: (*descArray)(unsafe.Add(p, 2*cacheLine)),
 	}, nil
 }
+
+// At is the descriptor of free-running index i (i is masked to the ring size).
+func (r *Ring) At(i uint16) *Desc { return &r.descs[i&r.Mask] }
 
 // Size is the number of entries.
 func (r *Ring) Size() int { return len(r.Descs) }
@@ -137,6 +148,15 @@ func (r *Ring) LoadTail() uint16 { return uint16(atomic.LoadUint32(r.tail) >> ta
 // StoreHead store-releases head: every earlier write (descriptors, buffers) is visible to a peer
 // that load-acquires the new value. Client only.
 func (r *Ring) StoreHead(v uint16) { store16((*uint16)(unsafe.Add(r.hdr, offHead)), v) }
+
+// PublishHead is StoreHead followed by a full barrier, in one instruction where the machine has
+// one (amd64 XCHG): for a producer that reads MASK_INT next (see Fence).
+func (r *Ring) PublishHead(v uint16) { storeSync16((*uint16)(unsafe.Add(r.hdr, offHead)), v) }
+
+// PublishTail is StoreTail followed by a full barrier; see PublishHead.
+func (r *Ring) PublishTail(v uint16) {
+	storeSync16((*uint16)(unsafe.Add(unsafe.Pointer(r.tail), offTailInWord)), v)
+}
 
 // StoreTail store-releases tail. Server only.
 func (r *Ring) StoreTail(v uint16) {

@@ -13,3 +13,11 @@ TEXT ·store16(SB), NOSPLIT, $0-10
 TEXT ·fence(SB), NOSPLIT, $0-0
 	DMB $0xb
 	RET
+
+// func storeSync16(addr *uint16, v uint16)
+TEXT ·storeSync16(SB), NOSPLIT, $0-10
+	MOVD addr+0(FP), R0
+	MOVHU v+8(FP), R1
+	STLRH R1, (R0)
+	DMB $0xb
+	RET

@@ -11,3 +11,8 @@ func store16(addr *uint16, v uint16)
 //
 //go:noescape
 func fence()
+
+// storeSync16 is a 16-bit store followed by a full barrier.
+//
+//go:noescape
+func storeSync16(addr *uint16, v uint16)

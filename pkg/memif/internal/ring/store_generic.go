@@ -37,3 +37,6 @@ var fenceWord uint32
 
 // fence is a full memory barrier: sync/atomic read-modify-writes are sequentially consistent.
 func fence() { atomic.AddUint32(&fenceWord, 0) }
+
+// storeSync16 is store16: its compare-and-swap is already sequentially consistent.
+func storeSync16(addr *uint16, v uint16) { store16(addr, v) }
