@@ -53,6 +53,9 @@ func run() int {
 		peerMAC    = fs.String("peer-mac", "02:00:00:00:00:00", "destination MAC of sent frames (testpmd's default peer address)")
 		logLevel   = fs.String("log-level", "warn", "library log level: debug, info, warn, error")
 		cpuProfile = fs.String("cpuprofile", "", "write a pprof CPU profile of the whole run to this file")
+		rxMode     = fs.String("rx-mode", "poll", "how receivers wait: poll (spin), interrupt (sleep on the ring eventfd after each empty poll) or adaptive (sleep after --spins empty polls)")
+		spins      = fs.Int("spins", 1000, "adaptive mode: empty polls before sleeping")
+		zeroCopy   = fs.Bool("zero-copy", false, "client: announce a buffer pool and point descriptors at it (no copy on the peer's side of the region)")
 		port       = fs.String("port", "", "open the memif-cni port NAME from $MEMIFNET_DIR/*/port.json (default dir "+memif.DefaultPortDir+"); port.json then sets role, socket, id, secret, mode, queues and sizes")
 	)
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -96,6 +99,13 @@ func run() int {
 	if *queues < 1 || *queues > memif.MaxQueues {
 		return usage("--queues %d: must be 1..%d", *queues, memif.MaxQueues)
 	}
+	rxm, err := traffic.ParseRxMode(*rxMode)
+	if err != nil {
+		return usage("--rx-mode: %v", err)
+	}
+	if *zeroCopy && r != memif.RoleClient {
+		return usage("--zero-copy: only a client owns the memory it could share")
+	}
 	if *connectTO <= 0 || *duration < 0 {
 		return usage("--connect-timeout must be positive and --duration not negative")
 	}
@@ -104,7 +114,7 @@ func run() int {
 	cfg := memif.Config{
 		Role: r, Socket: *sock, ID: uint32(*id), Secret: *secret, Mode: memif.ModeEthernet,
 		RxQueues: *queues, TxQueues: *queues, RingSize: *ringSize, BufferSize: *bufSize,
-		Logger: logger,
+		ZeroCopy: *zeroCopy, Logger: logger,
 	}
 	var open func() (*memif.Interface, error)
 	if *port != "" {
@@ -136,7 +146,7 @@ func run() int {
 		Open:  open,
 		Traffic: traffic.Config{
 			Mode: m, Size: *size, Burst: *burst, Verify: *verifyFlag, Queues: *queues,
-			MaxFrame: max(*size, *bufSize, 2048), Src: src, Dst: dst,
+			MaxFrame: max(*size, *bufSize, 2048), Src: src, Dst: dst, RxMode: rxm, Spins: *spins,
 		},
 		Duration: *duration, ConnectTimeout: *connectTO,
 		Stdout: os.Stdout, Stderr: os.Stderr,

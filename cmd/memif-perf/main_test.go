@@ -185,29 +185,43 @@ func TestServerRxClientTxVerified(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cross-process run")
 	}
-	for _, c := range pairCases {
-		t.Run(fmt.Sprintf("size%d", c.size), func(t *testing.T) {
-			sock := sockName(t)
-			srv := start(t, append(common(sock, c, 2*time.Second), "--role", "server", "--mode", "rx", "--verify")...)
-			waitListening(t, srv, sock)
-			cli := start(t, append(common(sock, c, 2*time.Second), "--role", "client", "--mode", "tx", "--verify")...)
-			cr, sr := cli.wait(t, 30*time.Second), srv.wait(t, 30*time.Second)
-			logBoth(t, "client tx", cr)
-			logBoth(t, "server rx", sr)
-			if cr.code != 0 || sr.code != 0 {
-				t.Fatalf("exit codes: client %d, server %d, want 0 and 0", cr.code, sr.code)
+	for _, zc := range []bool{false, true} {
+		for _, c := range pairCases {
+			name := fmt.Sprintf("size%d", c.size)
+			if zc {
+				name += "/zero-copy"
 			}
-			rx, tx := sr.num(t, "rx_pkts"), cr.num(t, "tx_pkts")
-			if rx == 0 || rx > tx {
-				t.Errorf("server received %v of the client's %v packets", rx, tx)
-			}
-			if v := sr.num(t, "verify_errors"); v != 0 {
-				t.Errorf("server: verify_errors=%v", v)
-			}
-			if !strings.Contains(sr.stderr, "corrupt=0 lost=0 late=0") {
-				t.Errorf("server did not report a clean verification:\n%s", sr.stderr)
-			}
-		})
+			t.Run(name, func(t *testing.T) { serverRxClientTx(t, c, zc) })
+		}
+	}
+}
+
+// serverRxClientTx runs a verifying receiver against a verifying sender, the sender in zero-copy
+// mode if asked (the server follows descriptors into its pool region).
+func serverRxClientTx(t *testing.T, c pairCase, zeroCopy bool) {
+	sock := sockName(t)
+	srv := start(t, append(common(sock, c, 2*time.Second), "--role", "server", "--mode", "rx", "--verify")...)
+	waitListening(t, srv, sock)
+	args := append(common(sock, c, 2*time.Second), "--role", "client", "--mode", "tx", "--verify")
+	if zeroCopy {
+		args = append(args, "--zero-copy")
+	}
+	cli := start(t, args...)
+	cr, sr := cli.wait(t, 30*time.Second), srv.wait(t, 30*time.Second)
+	logBoth(t, "client tx", cr)
+	logBoth(t, "server rx", sr)
+	if cr.code != 0 || sr.code != 0 {
+		t.Fatalf("exit codes: client %d, server %d, want 0 and 0", cr.code, sr.code)
+	}
+	rx, tx := sr.num(t, "rx_pkts"), cr.num(t, "tx_pkts")
+	if rx == 0 || rx > tx {
+		t.Errorf("server received %v of the client's %v packets", rx, tx)
+	}
+	if v := sr.num(t, "verify_errors"); v != 0 {
+		t.Errorf("server: verify_errors=%v", v)
+	}
+	if !strings.Contains(sr.stderr, "corrupt=0 lost=0 late=0") {
+		t.Errorf("server did not report a clean verification:\n%s", sr.stderr)
 	}
 }
 
@@ -299,11 +313,18 @@ func TestPingAgainstEcho(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cross-process run")
 	}
+	for _, mode := range []string{"poll", "interrupt", "adaptive"} {
+		t.Run(mode, func(t *testing.T) { pingAgainstEcho(t, mode) })
+	}
+}
+
+// pingAgainstEcho runs ping against echo with both receivers in the given --rx-mode.
+func pingAgainstEcho(t *testing.T, rxMode string) {
 	sock := sockName(t)
 	c := pairCase{size: 64, buf: 2048}
-	srv := start(t, append(common(sock, c, 3*time.Second), "--role", "server", "--mode", "echo", "--queues", "1")...)
+	srv := start(t, append(common(sock, c, 3*time.Second), "--role", "server", "--mode", "echo", "--queues", "1", "--rx-mode", rxMode)...)
 	waitListening(t, srv, sock)
-	cli := start(t, append(common(sock, c, time.Second), "--role", "client", "--mode", "ping", "--verify", "--queues", "1")...)
+	cli := start(t, append(common(sock, c, time.Second), "--role", "client", "--mode", "ping", "--verify", "--queues", "1", "--rx-mode", rxMode)...)
 	cr := cli.wait(t, 30*time.Second)
 	logBoth(t, "client ping", cr)
 	if cr.code != 0 {
