@@ -198,7 +198,8 @@ func (s *serverSocket) serve(ctl *socket.Conn) {
 	} else {
 		reason = serveConnected(ctl)
 	}
-	c.ctl = nil // closed by the deferred function above
+	// detach closes ctl with the rest of the connection (closing it twice is harmless); c.ctl is
+	// not cleared here, since Close reads it under the interface's lock.
 	i.detach(c, reason)
 }
 
