@@ -5,7 +5,7 @@ PKGS     ?= ./...
 # Each fuzz target runs this long in `make fuzz`.
 FUZZTIME ?= 30s
 
-.PHONY: all build test test-unit test-root lint fuzz bench demo clean
+.PHONY: all build test test-unit test-root lint fuzz bench bench-compare clean
 
 all: build
 
@@ -28,8 +28,8 @@ test-root:
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
-	$(GO) vet $(PKGS)
-	$(GO) tool staticcheck $(PKGS)
+	$(GO) vet -tags e2e $(PKGS)
+	$(GO) tool staticcheck -tags e2e $(PKGS)
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./pkg/socket
@@ -38,8 +38,12 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/memif
 
-demo:
-	@echo "make demo: not yet (see issue: manifests, images, make demo on a real kubelet)"
+# Go vs DPDK side by side (root, dpdk-dev): interleaved runs, medians, ratios; see docs/performance.md.
+bench-compare:
+	hack/bench.sh
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) hack/_out
+
+# image, kubelet, e2e, e2e-tier1, e2e-tier2, demo
+include hack/e2e.mk
