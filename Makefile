@@ -12,10 +12,11 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
 
-# Everything CI runs: lint, then every test with the race detector. Tests that need root, hugepages
-# or dpdk-testpmd skip with a message when those are missing (and fail instead when CI=true).
-test: lint
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+# Everything CI runs: lint, every test with the race detector, then the end-to-end tiers (root,
+# containerd). Tests that need root, hugepages, dpdk-testpmd or containerd skip with a message when
+# those are missing, and fail instead when CI=true. See hack/test.sh.
+test:
+	GO=$(GO) hack/test.sh
 
 # Unprivileged, quick: what a laptop can run.
 test-unit:
