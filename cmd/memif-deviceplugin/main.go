@@ -14,7 +14,7 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/daemon"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/devinfo"
+	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 )
 
 func main() {

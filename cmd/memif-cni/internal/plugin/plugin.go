@@ -23,7 +23,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
-	"github.com/memifnet/memifnet/cmd/memif-cni/internal/devinfo"
+	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/failpoint"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/mount"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/podlookup"
@@ -113,7 +113,7 @@ func Add(args *skel.CmdArgs) error {
 		att.Ports = append(att.Ports, state.Port{
 			Name: r.Name, Slot: slots[i], Link: r.Link, Mode: r.Mode,
 			IPAM:    r.Mode == "ip" && conf.IPAMType != "",
-			DevInfo: devinfo.Path(conf.DeviceInfoDir, args.ContainerID, args.IfName, r.Name),
+			DevInfo: devinfo.CNIPath(conf.DeviceInfoDir, args.ContainerID, args.IfName, r.Name),
 		})
 		if r.Peer == memif.PeerHost {
 			att.Ports[i].HostDesc = filepath.Join(conf.StoreDir(), "host-ports", slots[i]+".json")
