@@ -117,8 +117,7 @@ func (q *RxQueue) fastOwn(pkts [][]byte, cur, avail uint16) (n, bytes int) {
 
 // segment is the memory a descriptor names, validated for this side: a copy-mode client reads its
 // own slot buffer (up to the length the server wrote), anyone else the region and offset given.
-func (q *RxQueue) segment(c uint16, flags uint16, region uint16, length, offset uint32) ([]byte, bool) {
-	_ = flags
+func (q *RxQueue) segment(c uint16, region uint16, length, offset uint32) ([]byte, bool) {
 	if q.client && q.zc == nil {
 		if length-1 >= q.bufSize {
 			return nil, false
@@ -158,8 +157,8 @@ func (q *RxQueue) consumeOne(dst *[]byte, cur, end uint16) (used uint16, size in
 	good := true
 	for i := range segs {
 		d := r.At(cur + i)
-		flags, region, length, offset := d.Flags, d.Region, d.Length, d.Offset
-		src, valid := q.segment(cur+i, flags, region, length, offset)
+		region, length, offset := d.Region, d.Length, d.Offset
+		src, valid := q.segment(cur+i, region, length, offset)
 		if !valid {
 			q.stats.BadDescs++
 			good = false
