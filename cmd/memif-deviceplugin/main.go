@@ -12,9 +12,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/daemon"
-	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 )
 
 func main() {

@@ -22,8 +22,8 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
-	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
+	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/failpoint"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/mount"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/podlookup"

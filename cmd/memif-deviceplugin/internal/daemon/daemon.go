@@ -18,9 +18,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
-	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/dpserver"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/metrics"

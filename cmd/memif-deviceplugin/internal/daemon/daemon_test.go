@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/kubelettest"
 )
 
@@ -509,5 +509,53 @@ func TestBadConfigStopsStart(t *testing.T) {
 	o.Config.Pools = []config.Pool{{Name: "Bad_Name", PageSize: config.Quantity{Bytes: 2 << 20}, UnitSize: config.Quantity{Bytes: 4 << 20}}}
 	if _, err := New(o); err == nil || !strings.Contains(err.Error(), "pools[0].name") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestCDIDevices: with a CDI directory the plugin writes one spec per resource at start, with a
+// bind mount per slot, and Allocate names CDI devices instead of returning mounts.
+func TestCDIDevices(t *testing.T) {
+	e := newEnv(t, 1)
+	o := e.options(t, 4)
+	o.CDIDir = filepath.Join(e.root, "cdi")
+	start(t, o)
+	reg := e.kubelet.WaitRegistration(t, 2*time.Second)
+	c := e.kubelet.Dial(t, reg.Endpoint)
+	b, err := os.ReadFile(filepath.Join(o.CDIDir, "memifnet.io-socket.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec struct {
+		Version string `json:"cdiVersion"`
+		Kind    string `json:"kind"`
+		Devices []struct {
+			Name  string `json:"name"`
+			Edits struct {
+				Mounts []struct {
+					HostPath, ContainerPath string
+					Options                 []string
+				} `json:"mounts"`
+			} `json:"containerEdits"`
+		} `json:"devices"`
+	}
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatalf("CDI spec: %v\n%s", err, b)
+	}
+	if spec.Version != "0.5.0" || spec.Kind != socketRes || len(spec.Devices) != 4 {
+		t.Fatalf("CDI spec %s", b)
+	}
+	d := spec.Devices[2]
+	if d.Name != "slot-002" || len(d.Edits.Mounts) != 1 ||
+		d.Edits.Mounts[0].HostPath != filepath.Join(e.stateDir, "sockets/slot-002") ||
+		d.Edits.Mounts[0].ContainerPath != "/run/memifnet/slot-002" ||
+		!reflect.DeepEqual(d.Edits.Mounts[0].Options, []string{"bind", "rw"}) {
+		t.Fatalf("device %+v", d)
+	}
+	resp := allocate(t, c, []string{"slot-001", "slot-002"})
+	cr := resp.ContainerResponses[0]
+	if len(cr.Mounts) != 0 || len(cr.CdiDevices) != 2 ||
+		cr.CdiDevices[0].Name != "memifnet.io/socket=slot-001" || cr.CdiDevices[1].Name != "memifnet.io/socket=slot-002" ||
+		cr.Envs["MEMIFNET_SOCKETS"] != "slot-001,slot-002" {
+		t.Fatalf("allocate response %+v", cr)
 	}
 }
