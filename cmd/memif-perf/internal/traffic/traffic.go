@@ -238,6 +238,12 @@ type worker struct {
 	txOff   int      // txPkts[txOff:] are stamped and not yet taken by the ring
 	txSeq   uint64   // next sequence number to stamp
 	idle    int      // consecutive empty polls
+
+	// Zero-copy client without --verify: frames are built in pool buffers and received as views.
+	zc      bool
+	zbufs   []memif.Buffer // receive views, and send buffers
+	zpend   []memif.Buffer // allocated and stamped, not yet taken by the ring
+	zheader []byte         // the Ethernet header written into each fresh send buffer
 }
 
 func (r *Runner) loop(q int) {
@@ -266,6 +272,12 @@ func (r *Runner) loop(q int) {
 		verify.EthHeader(w.txPkts[k], cfg.Dst, cfg.Src)
 	}
 	w.txOff = len(w.txPkts)
+	ic := r.iface.Config()
+	if ic.ZeroCopy && !cfg.Verify && cfg.Size <= ic.BufferSize && cfg.Mode != ModePing {
+		w.zc = true
+		w.zbufs = make([]memif.Buffer, cfg.Burst)
+		w.zheader = w.txPkts[0][:verify.EthHeaderLen]
+	}
 	switch cfg.Mode {
 	case ModeTx:
 		w.runTx()
@@ -317,6 +329,9 @@ func (w *worker) sleep() {
 // send offers up to limit pending frames to the ring, stamping a new batch when the last one is
 // gone. It returns how many the ring took.
 func (w *worker) send(limit int) int {
+	if w.zc {
+		return w.sendZC(limit)
+	}
 	if w.txOff == len(w.txPkts) {
 		if w.stamper != nil {
 			for _, p := range w.txPkts {
@@ -337,7 +352,47 @@ func (w *worker) send(limit int) int {
 }
 
 // receive polls the rx queue once and verifies what came in (with --verify).
+// sendZC is send for a zero-copy client: like testpmd txonly with a zero-copy PMD, it writes only
+// the Ethernet header into each fresh pool buffer and hands the buffers over without a copy.
+func (w *worker) sendZC(limit int) int {
+	if len(w.zpend) == 0 {
+		n := w.txq.Alloc(w.zbufs[:min(limit, len(w.zbufs))])
+		for k := range w.zbufs[:n] {
+			b := &w.zbufs[k]
+			copy(b.Data, w.zheader)
+			b.Data = b.Data[:w.r.cfg.Size]
+		}
+		w.zpend = w.zbufs[:n]
+	}
+	n := w.txq.TxBurstZC(w.zpend)
+	if n > 0 {
+		w.zpend = w.zpend[n:]
+		w.ctr.TxPkts.Add(uint64(n))
+		w.ctr.TxBytes.Add(uint64(n * w.r.cfg.Size))
+	}
+	return n
+}
+
+// receiveZC is receive for a zero-copy client: views of shared memory, counted and released.
+func (w *worker) receiveZC() int {
+	n := w.rxq.RxBurstZC(w.zbufs)
+	if n == 0 {
+		return 0
+	}
+	bytes := 0
+	for _, b := range w.zbufs[:n] {
+		bytes += len(b.Data)
+	}
+	w.rxq.Release(w.zbufs[:n])
+	w.ctr.RxPkts.Add(uint64(n))
+	w.ctr.RxBytes.Add(uint64(bytes))
+	return n
+}
+
 func (w *worker) receive() int {
+	if w.zc && w.r.cfg.Mode == ModeRx {
+		return w.receiveZC()
+	}
 	n := w.rxq.RxBurst(w.rxBufs)
 	if n == 0 {
 		return 0
