@@ -336,3 +336,34 @@ func pingAgainstEcho(t *testing.T, rxMode string) {
 		t.Errorf("ping summary inconsistent: samples=%v rx_pkts=%v p50=%v p99=%v p999=%v", n, cr.num(t, "rx_pkts"), p50, p99, p999)
 	}
 }
+
+// TestZeroCopyHeaderOnlyModes runs the unverified zero-copy paths (TxBurstZC sender, RxBurstZC
+// receiver) that the benchmark uses; the verified zero-copy runs above go through the copy API.
+func TestZeroCopyHeaderOnlyModes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-process run")
+	}
+	c := pairCase{size: 1500, buf: 2048}
+	for _, clientMode := range []string{"tx", "rx"} {
+		t.Run("client-"+clientMode, func(t *testing.T) {
+			serverMode := map[string]string{"tx": "rx", "rx": "tx"}[clientMode]
+			sock := sockName(t)
+			srv := start(t, append(common(sock, c, 2*time.Second), "--role", "server", "--mode", serverMode, "--queues", "1")...)
+			waitListening(t, srv, sock)
+			cli := start(t, append(common(sock, c, 2*time.Second), "--role", "client", "--mode", clientMode, "--queues", "1", "--zero-copy")...)
+			cr, sr := cli.wait(t, 30*time.Second), srv.wait(t, 30*time.Second)
+			logBoth(t, "client", cr)
+			logBoth(t, "server", sr)
+			if cr.code != 0 || sr.code != 0 {
+				t.Fatalf("exit codes: client %d, server %d", cr.code, sr.code)
+			}
+			rx, tx := sr, cr
+			if clientMode == "rx" {
+				rx, tx = cr, sr
+			}
+			if got, sent := rx.num(t, "rx_pkts"), tx.num(t, "tx_pkts"); got == 0 || got > sent || rx.num(t, "drops") != 0 {
+				t.Fatalf("received %v of %v packets, drops %v", got, sent, rx.num(t, "drops"))
+			}
+		})
+	}
+}
