@@ -10,7 +10,7 @@ GO              ?= go
 E2E_OUT         ?= hack/_out
 IMAGE           ?= localhost/memifnet/memifnet:dev
 KUBELET_VERSION ?= v1.34.4
-E2E_BINS        := memif-cni memif-deviceplugin memif-perf memif-cni-install
+E2E_BINS        := memif-cni memif-cni-podinfo memif-deviceplugin memif-perf memif-cni-install
 
 .PHONY: image kubelet e2e e2e-tier1 e2e-tier2 demo
 

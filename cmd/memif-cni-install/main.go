@@ -1,8 +1,9 @@
 // Command memif-cni-install puts memif-cni on a node, like istio-cni's installer. It runs in the
 // memif-deviceplugin DaemonSet:
 //
-//   - always: copies the memif-cni binary into the node's CNI bin dir (atomically, so a runtime
-//     never executes a half-written file);
+//   - always: copies the memif-cni binary and its helper memif-cni-podinfo into the node's CNI
+//     bin dir (atomically, so a runtime never executes a half-written file; the helper first, so
+//     a new plugin never runs without it);
 //   - with --chain: appends the memif-cni entry to the node's primary CNI configuration (the
 //     first file by name in --cni-conf-dir), the path where the runtime passes pod annotations;
 //   - with --kubeconfig: writes a kubeconfig for memif-cni's API-server fallback (Multus) from the
@@ -31,12 +32,16 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-cni-install/internal/kubeconfig"
 )
 
+// helper is memif-cni's helper binary (cmd/internal/podquery).
+const helper = "memif-cni-podinfo"
+
 // DefaultPlugin is the chained memif-cni entry: it asks the runtime for the pod annotations and
 // for Multus's device-info file.
 const DefaultPlugin = `{"type":"memif-cni","capabilities":{"io.kubernetes.cri.pod-annotations":true,"CNIDeviceInfoFile":true}}`
 
 type options struct {
 	source, binDir, confDir, plugin, kubeconfig, saDir string
+	helperSource                                       string
 	chain, wait, uninstall, removeBinary               bool
 	interval                                           time.Duration
 }
@@ -46,6 +51,7 @@ func main() {
 	var o options
 	fs := flag.NewFlagSet("memif-cni-install", flag.ContinueOnError)
 	fs.StringVar(&o.source, "source", "/usr/local/bin/memif-cni", "the memif-cni binary to install")
+	fs.StringVar(&o.helperSource, "helper-source", "", "the memif-cni-podinfo binary to install next to it (default: next to --source)")
 	fs.StringVar(&o.binDir, "cni-bin-dir", "/host/opt/cni/bin", "the node's CNI bin dir, as mounted in this container")
 	fs.StringVar(&o.confDir, "cni-conf-dir", "/host/etc/cni/net.d", "the node's CNI configuration dir, as mounted in this container")
 	fs.BoolVar(&o.chain, "chain", false, "append memif-cni to the primary CNI configuration")
@@ -71,7 +77,13 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if o.uninstall {
 		return uninstall(o, log)
 	}
-	if err := installBinary(o.source, o.binDir); err != nil {
+	if o.helperSource == "" {
+		o.helperSource = filepath.Join(filepath.Dir(o.source), helper)
+	}
+	if err := installBinary(o.helperSource, o.binDir, helper); err != nil {
+		return err
+	}
+	if err := installBinary(o.source, o.binDir, "memif-cni"); err != nil {
 		return err
 	}
 	log.Info("installed memif-cni", "path", filepath.Join(o.binDir, "memif-cni"))
@@ -133,16 +145,18 @@ func uninstall(o options, log *slog.Logger) error {
 		log.Info("took memif-cni out of the primary CNI configuration", "file", primary)
 	}
 	if o.removeBinary {
-		if err := os.Remove(filepath.Join(o.binDir, "memif-cni")); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+		for _, name := range []string{"memif-cni", helper} { // the plugin first: it needs the helper
+			if err := os.Remove(filepath.Join(o.binDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			log.Info("removed "+name, "path", filepath.Join(o.binDir, name))
 		}
-		log.Info("removed memif-cni", "path", filepath.Join(o.binDir, "memif-cni"))
 	}
 	return nil
 }
 
-// installBinary copies src into dir as memif-cni through a temporary file and a rename.
-func installBinary(src, dir string) error {
+// installBinary copies src into dir as name through a temporary file and a rename.
+func installBinary(src, dir, name string) error {
 	data, err := os.ReadFile(src)
 	if err != nil {
 		return err
@@ -150,7 +164,7 @@ func installBinary(src, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".memif-cni-*")
+	tmp, err := os.CreateTemp(dir, "."+name+"-*")
 	if err != nil {
 		return err
 	}
@@ -166,8 +180,8 @@ func installBinary(src, dir string) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, "memif-cni")); err != nil {
-		return fmt.Errorf("install memif-cni: %w", err)
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("install %s: %w", name, err)
 	}
 	return nil
 }

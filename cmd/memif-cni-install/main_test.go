@@ -55,8 +55,9 @@ func TestSidecarInstallsKeepsAndUninstalls(t *testing.T) {
 	host := t.TempDir()
 	binDir, confDir := filepath.Join(host, "opt/cni/bin"), filepath.Join(host, "etc/cni/net.d")
 	os.MkdirAll(confDir, 0o755)
-	src := filepath.Join(host, "memif-cni-source")
+	src, helperSrc := filepath.Join(host, "memif-cni-source"), filepath.Join(host, "memif-cni-podinfo")
 	os.WriteFile(src, []byte("#!/bin/sh\necho fake memif-cni\n"), 0o755)
+	os.WriteFile(helperSrc, []byte("#!/bin/sh\necho fake helper\n"), 0o755)
 	primary := filepath.Join(confDir, "10-calico.conflist")
 	os.WriteFile(primary, []byte(calico), 0o644)
 
@@ -78,6 +79,9 @@ func TestSidecarInstallsKeepsAndUninstalls(t *testing.T) {
 	}
 	if fi, _ := os.Stat(filepath.Join(binDir, "memif-cni")); fi.Mode().Perm() != 0o755 {
 		t.Errorf("binary mode %v", fi.Mode())
+	}
+	if got, err := os.ReadFile(filepath.Join(binDir, "memif-cni-podinfo")); err != nil || !bytes.Contains(got, []byte("fake helper")) {
+		t.Fatalf("helper not installed: %v", err)
 	}
 
 	// The primary plugin rewrites its configuration (an upgrade): the entry comes back.
@@ -111,6 +115,7 @@ func TestUninstallRemovesEntryAndBinary(t *testing.T) {
 	os.MkdirAll(binDir, 0o755)
 	os.MkdirAll(confDir, 0o755)
 	os.WriteFile(filepath.Join(binDir, "memif-cni"), []byte("x"), 0o755)
+	os.WriteFile(filepath.Join(binDir, "memif-cni-podinfo"), []byte("x"), 0o755)
 	primary := filepath.Join(confDir, "10-calico.conflist")
 	os.WriteFile(primary, []byte(strings.Replace(calico, `]}`, `,{"type":"memif-cni"}]}`, 1)), 0o644)
 	out, err := exec.Command(bin, "--cni-bin-dir", binDir, "--cni-conf-dir", confDir, "--uninstall", "--remove-binary").CombinedOutput()
@@ -120,8 +125,10 @@ func TestUninstallRemovesEntryAndBinary(t *testing.T) {
 	if got := chainTypes(t, primary); got != "calico,portmap" {
 		t.Errorf("chain %s", got)
 	}
-	if _, err := os.Stat(filepath.Join(binDir, "memif-cni")); !os.IsNotExist(err) {
-		t.Errorf("binary still there: %v", err)
+	for _, b := range []string{"memif-cni", "memif-cni-podinfo"} {
+		if _, err := os.Stat(filepath.Join(binDir, b)); !os.IsNotExist(err) {
+			t.Errorf("%s still there: %v", b, err)
+		}
 	}
 }
 
@@ -133,7 +140,7 @@ func TestChainWithoutPrimaryFails(t *testing.T) {
 	src := filepath.Join(host, "src")
 	os.WriteFile(src, []byte("x"), 0o755)
 	os.MkdirAll(filepath.Join(host, "net.d"), 0o755)
-	out, err := exec.Command(bin, "--source", src, "--cni-bin-dir", filepath.Join(host, "bin"),
+	out, err := exec.Command(bin, "--source", src, "--helper-source", src, "--cni-bin-dir", filepath.Join(host, "bin"),
 		"--cni-conf-dir", filepath.Join(host, "net.d"), "--chain").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "no CNI configuration") {
 		t.Errorf("want a failure naming the missing configuration; got %v\n%s", err, out)

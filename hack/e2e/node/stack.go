@@ -115,6 +115,7 @@ func (s *Stack) Build(ctx context.Context) error {
 	start := time.Now()
 	bins := map[string]string{
 		"memif-cni":          "./cmd/memif-cni",
+		"memif-cni-podinfo":  "./cmd/memif-cni-podinfo",
 		"memif-deviceplugin": "./cmd/memif-deviceplugin",
 		"memif-cni-install":  "./cmd/memif-cni-install",
 		"memif-perf":         "./cmd/memif-perf",
@@ -135,6 +136,7 @@ func (s *Stack) Build(ctx context.Context) error {
 		"-entrypoint", "/usr/local/bin/memif-deviceplugin",
 		s.Bin("memif-perf")+"=/usr/local/bin/memif-perf",
 		s.Bin("memif-cni")+"=/usr/local/bin/memif-cni",
+		s.Bin("memif-cni-podinfo")+"=/usr/local/bin/memif-cni-podinfo",
 		s.Bin("memif-deviceplugin")+"=/usr/local/bin/memif-deviceplugin",
 		s.Bin("memif-cni-install")+"=/usr/local/bin/memif-cni-install"); err != nil {
 		return err
@@ -185,8 +187,10 @@ func (s *Stack) StartContainerd(ctx context.Context, memif CNIPlugin) error {
 		}
 	}
 	if memif != nil {
-		if err := copyFile(s.Bin("memif-cni"), filepath.Join(binDir, "memif-cni"), 0o755); err != nil {
-			return err
+		for _, b := range []string{"memif-cni", "memif-cni-podinfo"} {
+			if err := copyFile(s.Bin(b), filepath.Join(binDir, b), 0o755); err != nil {
+				return err
+			}
 		}
 	}
 	if err := s.WriteConflist(memif); err != nil {

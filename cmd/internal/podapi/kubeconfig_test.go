@@ -1,0 +1,167 @@
+package podapi
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clientCert makes a self-signed client certificate and returns it and its key in PEM.
+func clientCert(t *testing.T) (certPEM, keyPEM []byte, cert *x509.Certificate) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "system:node:test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ = x509.ParseCertificate(der)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), cert
+}
+
+// server answers with what authenticated the request.
+func server(t *testing.T, clientCA *x509.Certificate) *httptest.Server {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.TLS != nil && len(r.TLS.PeerCertificates) > 0:
+			_, _ = io.WriteString(w, "cert "+r.TLS.PeerCertificates[0].Subject.CommonName)
+		case r.Header.Get("Authorization") != "":
+			_, _ = io.WriteString(w, r.Header.Get("Authorization"))
+		default:
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		}
+	}))
+	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
+	if clientCA != nil {
+		srv.TLS.ClientCAs = x509.NewCertPool()
+		srv.TLS.ClientCAs.AddCert(clientCA)
+		srv.TLS.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func caPEM(srv *httptest.Server) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+}
+
+func write(t *testing.T, dir, name, content string) string {
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func get(t *testing.T, path string) string {
+	cfg, err := LoadKubeconfig(path, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cfg.Client.Get(cfg.Server + "/api/v1/namespaces/ns/pods/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func TestAuthentication(t *testing.T) {
+	certPEM, keyPEM, cert := clientCert(t)
+	srv := server(t, cert)
+	dir := t.TempDir()
+	write(t, dir, "ca.crt", string(caPEM(srv)))
+	write(t, dir, "client.crt", string(certPEM))
+	write(t, dir, "client.key", string(keyPEM))
+	tokenFile := write(t, dir, "token", "rotated-1\n")
+	ca64 := base64.StdEncoding.EncodeToString(caPEM(srv))
+	head := "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+
+	// Inline token and CA data (what the kubelet stand-in's kubeconfig and Multus use).
+	kc := write(t, dir, "a", head+"clusters: [{name: k, cluster: {server: '"+srv.URL+"/', certificate-authority-data: "+ca64+"}}]\nusers: [{name: u, user: {token: abc}}]\n")
+	if got := get(t, kc); got != "Bearer abc" {
+		t.Errorf("token: %q", got)
+	}
+	// CA and client certificate from files relative to the kubeconfig.
+	kc = write(t, dir, "b", head+"clusters: [{name: k, cluster: {server: '"+srv.URL+"', certificate-authority: ca.crt}}]\nusers: [{name: u, user: {client-certificate: client.crt, client-key: client.key}}]\n")
+	if got := get(t, kc); got != "cert system:node:test" {
+		t.Errorf("client certificate: %q", got)
+	}
+	// tokenFile is read on each request, so a rotated token is used at once.
+	kc = write(t, dir, "c", head+"clusters: [{name: k, cluster: {server: '"+srv.URL+"', insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {tokenFile: "+tokenFile+"}}]\n")
+	if got := get(t, kc); got != "Bearer rotated-1" {
+		t.Errorf("tokenFile: %q", got)
+	}
+	write(t, dir, "token", "rotated-2")
+	if got := get(t, kc); got != "Bearer rotated-2" {
+		t.Errorf("rotated tokenFile: %q", got)
+	}
+	// JSON is YAML too.
+	kc = write(t, dir, "d", `{"current-context":"c","contexts":[{"name":"c","context":{"cluster":"k","user":"u"}}],
+		"clusters":[{"name":"k","cluster":{"server":"`+srv.URL+`","certificate-authority-data":"`+ca64+`"}}],"users":[{"name":"u","user":{"token":"j"}}]}`)
+	if got := get(t, kc); got != "Bearer j" {
+		t.Errorf("json: %q", got)
+	}
+	// Without the CA the server's certificate is not trusted.
+	kc = write(t, dir, "e", head+"clusters: [{name: k, cluster: {server: '"+srv.URL+"'}}]\nusers: [{name: u, user: {token: abc}}]\n")
+	cfg, err := LoadKubeconfig(kc, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.Client.Get(cfg.Server); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("untrusted server: %v", err)
+	}
+}
+
+func TestRejects(t *testing.T) {
+	dir := t.TempDir()
+	head := "current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+	cluster := "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:6443'}}]\n"
+	for name, tc := range map[string]struct{ body, want string }{
+		"no context":    {"clusters: []\n", "no current-context"},
+		"bad context":   {"current-context: x\n" + cluster, `current-context "x" is not among`},
+		"no cluster":    {head, `cluster "k" not found`},
+		"no user":       {head + cluster, `user "u" not found`},
+		"not a URL":     {head + "clusters: [{name: k, cluster: {server: 'localhost'}}]\nusers: [{name: u, user: {}}]\n", "is not an http(s) URL"},
+		"exec":          {head + cluster + "users: [{name: u, user: {exec: {command: aws}}}]\n", "exec credential plugins are not supported"},
+		"auth-provider": {head + cluster + "users: [{name: u, user: {auth-provider: {name: gcp}}}]\n", "auth-provider is not supported"},
+		"basic auth":    {head + cluster + "users: [{name: u, user: {username: a, password: b}}]\n", "basic auth is not supported"},
+		"half a cert":   {head + cluster + "users: [{name: u, user: {client-certificate-data: YQ==}}]\n", "needs both"},
+		"token on http": {head + "clusters: [{name: k, cluster: {server: 'http://127.0.0.1:8080'}}]\nusers: [{name: u, user: {token: t}}]\n", "plain-http"},
+		"bad CA":        {head + "clusters: [{name: k, cluster: {server: 'https://h', certificate-authority-data: YQ==}}]\nusers: [{name: u, user: {}}]\n", "no PEM certificate"},
+		"missing CA":    {head + "clusters: [{name: k, cluster: {server: 'https://h', certificate-authority: nope.crt}}]\nusers: [{name: u, user: {}}]\n", "nope.crt"},
+		"not YAML":      {"{", "parse"},
+	} {
+		_, err := LoadKubeconfig(write(t, dir, "kc", tc.body), time.Second)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to contain %q", name, err, tc.want)
+		}
+	}
+	if _, err := LoadKubeconfig(filepath.Join(dir, "absent"), time.Second); err == nil {
+		t.Error("missing file loaded")
+	}
+}
