@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -216,4 +217,17 @@ func TestOpenPortUsesPoolUnit(t *testing.T) {
 	if err := second.Err(); !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("second port: %v", err)
 	}
+}
+
+// FuzzIsPortName checks the hand-written name check against the rule written as a regexp.
+func FuzzIsPortName(f *testing.F) {
+	re := regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$`)
+	for _, s := range []string{"", "a", "-", "a-", "-a", "east", "a-b", "abcdefghijklmno", "abcdefghijklmnop", "A", "a_b", "é"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if memif.IsPortName(s) != re.MatchString(s) {
+			t.Fatalf("IsPortName(%q) = %v, regexp says %v", s, memif.IsPortName(s), re.MatchString(s))
+		}
+	})
 }

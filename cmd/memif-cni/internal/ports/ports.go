@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/memifnet/memifnet/pkg/memif"
@@ -40,11 +39,19 @@ type Port struct {
 	ZeroCopy   bool   `json:"zeroCopy,omitempty"`
 }
 
-var (
-	nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$`)
-	// Link names become directory names under links/<namespace>/; a DNS label keeps them safe.
-	linkRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-)
+// isLinkName reports whether a link name is a DNS label (1-63 characters of [a-z0-9-], starting
+// and ending alphanumeric): link names become directory names under links/<namespace>/.
+func isLinkName(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // Parse reads the annotation: a JSON list of port objects, or the short form
 // "east@chain-1,west" (name@link for a link port, a bare name for a host port).
@@ -131,7 +138,7 @@ func validate(ps []Port) error {
 		bad := func(field, format string, a ...any) {
 			errs = append(errs, fmt.Errorf("port %d (%s): field %q: %s", i, p.Name, field, fmt.Sprintf(format, a...)))
 		}
-		if !nameRE.MatchString(p.Name) {
+		if !memif.IsPortName(p.Name) {
 			bad("name", "%q must be 1-15 characters of [a-z0-9-], starting and ending alphanumeric", p.Name)
 		} else if j, dup := names[p.Name]; dup {
 			bad("name", "%q is also the name of port %d", p.Name, j)
@@ -145,7 +152,7 @@ func validate(ps []Port) error {
 			bad("link", `missing: set "link" (a pod-to-pod link) or "peer": "host"`)
 		case p.Peer != "" && p.Peer != memif.PeerHost:
 			bad("peer", "%q must be %q", p.Peer, memif.PeerHost)
-		case p.Link != "" && !linkRE.MatchString(p.Link):
+		case p.Link != "" && !isLinkName(p.Link):
 			bad("link", "%q must be 1-63 characters of [a-z0-9-], starting and ending alphanumeric", p.Link)
 		case p.Link != "":
 			if j, dup := links[p.Link]; dup {
