@@ -131,10 +131,14 @@ func (i *Interface) clientHandshake(ctl *socket.Conn) (_ *connection, err error)
 	if log2 < 1 {
 		return nil, refuse(ctl, "server allows rings of 2^%d entries only", hello.MaxLog2RingSize)
 	}
-	if i.zcRegion != nil && hello.MaxRegion < 1 {
+	var pool *alloc.Region
+	if i.pool != nil {
+		pool = i.pool.region
+	}
+	if pool != nil && hello.MaxRegion < 1 {
 		return nil, refuse(ctl, "zero-copy needs 2 regions, server allows %d", int(hello.MaxRegion)+1)
 	}
-	c, err := newClientConnection(cfg, numS2M, numM2S, log2, i.zcRegion)
+	c, err := newClientConnection(cfg, numS2M, numM2S, log2, pool)
 	if err != nil {
 		return nil, refuse(ctl, "client cannot create its memory: %v", err)
 	}

@@ -92,6 +92,10 @@ type Config struct {
 	// the interface's buffer pool: RxBurstZC hands out views of shared memory, TxBurstZC sends
 	// pool buffers without a copy. RxBurst and TxBurst still work and copy through the pool.
 	ZeroCopy bool
+	// Pool, with ZeroCopy, is the buffer pool to use instead of a private one (see Pool): share one
+	// between interfaces to forward between them without copying. BufferSize defaults to the
+	// pool's and must equal it; the queue counts must not exceed its pairs.
+	Pool *Pool
 
 	// Memory backs a client's region: hugepages when available by default.
 	Memory alloc.Backing
@@ -133,6 +137,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RingSize == 0 {
 		c.RingSize = DefaultRingSize
+	}
+	if c.BufferSize == 0 && c.Pool != nil {
+		c.BufferSize = c.Pool.bufSize
 	}
 	if c.BufferSize == 0 {
 		c.BufferSize = DefaultBufferSize
@@ -189,6 +196,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ReconnectInterval < 0 || c.HandshakeTimeout < 0 || c.MaxSleep < 0 {
 		bad("reconnect interval, handshake timeout and max sleep must not be negative")
+	}
+	if p := c.Pool; p != nil {
+		switch {
+		case !c.ZeroCopy || c.Role != RoleClient:
+			bad("pool: only for a zero-copy client")
+		case c.BufferSize != p.bufSize:
+			bad("buffer size %d: the pool's buffers are %d bytes", c.BufferSize, p.bufSize)
+		case c.RxQueues > len(p.shares) || c.TxQueues > len(p.shares):
+			bad("queues %d rx, %d tx: the pool has %d pairs", c.RxQueues, c.TxQueues, len(p.shares))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("memif config: %w", err)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/memifnet/memifnet/pkg/alloc"
 	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
 	"github.com/memifnet/memifnet/pkg/socket"
 )
@@ -35,8 +34,7 @@ type Interface struct {
 	done  chan struct{} // client: closed when the connect loop has ended
 	srv   *serverSocket // server: the shared listener
 
-	zcRegion *alloc.Region // zero-copy client: the buffer pool, mapped from Open to Close
-	zcShares []*zcShare    // one per queue pair
+	pool *Pool // zero-copy client: the buffer pool, joined from Open to Close
 }
 
 // LinkInfo describes the current connection.
@@ -86,18 +84,23 @@ func Open(cfg Config) (*Interface, error) {
 		return i, nil
 	}
 	if cfg.ZeroCopy {
-		i.zcRegion, i.zcShares, err = newZeroCopyPool(cfg)
-		if err != nil {
+		i.pool = cfg.Pool
+		if i.pool == nil {
+			if i.pool, err = privatePool(cfg); err != nil {
+				return nil, err
+			}
+			if r := i.pool.region.FallbackReason; r != "" {
+				i.log.Info("memif: zero-copy pool not on hugepages", "reason", r)
+			}
+		}
+		if err := i.pool.join(); err != nil {
 			return nil, err
 		}
-		if i.zcRegion.FallbackReason != "" {
-			i.log.Info("memif: zero-copy pool not on hugepages", "reason", i.zcRegion.FallbackReason)
-		}
 		for k, q := range i.rx {
-			q.zc = i.zcShares[k]
+			q.zc = i.pool.shares[k]
 		}
 		for k, q := range i.tx {
-			q.zc = i.zcShares[k]
+			q.zc = i.pool.shares[k]
 		}
 	}
 	i.stop = make(chan struct{})
@@ -328,9 +331,9 @@ func (i *Interface) Close() error {
 	if i.cfg.Role == RoleClient {
 		close(i.stop)
 		<-i.done
-		if i.zcRegion != nil {
-			// Buffers the application still holds die with the pool.
-			if err := i.zcRegion.Close(); err != nil {
+		if i.pool != nil {
+			// Buffers the application still holds die with a private pool.
+			if err := i.pool.leave(); err != nil {
 				return fmt.Errorf("memif %s: release zero-copy pool: %w", i.cfg.Name, err)
 			}
 		}

@@ -1,7 +1,9 @@
 package memif
 
 import (
+	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/memifnet/memifnet/pkg/alloc"
 	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
@@ -42,34 +44,121 @@ func (p *zcShare) view(idx, n uint32) []byte {
 	return p.mem[off : off+n : off+p.bufSize]
 }
 
-// newZeroCopyPool creates the pool region and its shares: per queue pair, room for a full receive
-// ring, a full transmit ring and as much again for the application to hold.
-func newZeroCopyPool(cfg Config) (*alloc.Region, []*zcShare, error) {
-	pairs := max(cfg.RxQueues, cfg.TxQueues)
-	per := 3 * cfg.RingSize
-	size := pairs * per * cfg.BufferSize
-	if uint64(size) > 1<<32-1 {
-		return nil, nil, fmt.Errorf("memif config: zero-copy pool of %d bytes is over the 4 GiB a region can address", size)
+// Pool is the buffer pool of zero-copy client interfaces, announced to each peer as region 1.
+// Open creates a private one for an interface with Config.ZeroCopy; create one with NewPool and
+// put it in the Config of several interfaces to forward between them without copying (an l2fwd):
+// a buffer received on interface A's RxQueue k can be sent on interface B's TxQueue k, and when
+// B's peer releases it, it goes back to share k, from which A's RxQueue k re-arms its ring. That
+// is Tx-to-Rx buffer recycling with no shared structure in between, which requires that queue
+// pairs k of all interfaces of a pool are used from one goroutine.
+type Pool struct {
+	region  *alloc.Region
+	shares  []*zcShare
+	bufSize int
+	private bool // created by Open for one interface: closed with it
+
+	mu     sync.Mutex
+	users  int
+	closed bool
+}
+
+// PoolConfig sizes a Pool.
+type PoolConfig struct {
+	Name string
+	// Pairs is the number of shares: interfaces using the pool may have at most this many receive
+	// and transmit queues.
+	Pairs int
+	// Buffers per share. Each interface's queue pair k can hold a full receive ring and a full
+	// transmit ring of share k's buffers, and the application holds some: for two interfaces with
+	// rings of R slots, 5R leaves R to the application.
+	Buffers    int
+	BufferSize int
+	// Memory and NewRegion are as in Config.
+	Memory    alloc.Backing
+	NewRegion func(name string, size int) (*alloc.Region, error)
+}
+
+// NewPool creates a pool. Close it after every interface using it is closed.
+func NewPool(c PoolConfig) (*Pool, error) {
+	if c.Pairs < 1 || c.Pairs > MaxQueues || c.Buffers < 1 || c.BufferSize < 64 || c.BufferSize > MaxBufferSize {
+		return nil, fmt.Errorf("memif pool %q: pairs %d (1..%d), buffers %d (>= 1) and buffer size %d (64..%d) out of range",
+			c.Name, c.Pairs, MaxQueues, c.Buffers, c.BufferSize, MaxBufferSize)
+	}
+	size := uint64(c.Pairs) * uint64(c.Buffers) * uint64(c.BufferSize)
+	if size > 1<<32-1 {
+		return nil, fmt.Errorf("memif pool %q: %d bytes is over the 4 GiB a region can address", c.Name, size)
 	}
 	var region *alloc.Region
 	var err error
-	if cfg.NewRegion != nil {
-		region, err = cfg.NewRegion("memif-pool-"+cfg.Name, size)
+	if c.NewRegion != nil {
+		region, err = c.NewRegion("memif-pool-"+c.Name, int(size))
 	} else {
-		region, err = alloc.NewRegion("memif-pool-"+cfg.Name, size, cfg.Memory)
+		region, err = alloc.NewRegion("memif-pool-"+c.Name, int(size), c.Memory)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("memif: zero-copy pool: %w", err)
+		return nil, fmt.Errorf("memif pool %q: %w", c.Name, err)
 	}
-	shares := make([]*zcShare, pairs)
-	for k := range shares {
-		shares[k] = &zcShare{
+	p := &Pool{region: region, bufSize: c.BufferSize, shares: make([]*zcShare, c.Pairs)}
+	for k := range p.shares {
+		p.shares[k] = &zcShare{
 			mem:     region.Mem,
-			bufSize: uint32(cfg.BufferSize),
-			free:    alloc.NewPool(per, uint32(k*per*cfg.BufferSize), uint32(cfg.BufferSize)),
+			bufSize: uint32(c.BufferSize),
+			free:    alloc.NewPool(c.Buffers, uint32(k*c.Buffers*c.BufferSize), uint32(c.BufferSize)),
 		}
 	}
-	return region, shares, nil
+	return p, nil
+}
+
+// privatePool is the pool Open creates for one zero-copy interface: per queue pair, room for a
+// full receive ring, a full transmit ring and as much again for the application to hold.
+func privatePool(cfg Config) (*Pool, error) {
+	p, err := NewPool(PoolConfig{Name: cfg.Name, Pairs: max(cfg.RxQueues, cfg.TxQueues), Buffers: 3 * cfg.RingSize,
+		BufferSize: cfg.BufferSize, Memory: cfg.Memory, NewRegion: cfg.NewRegion})
+	if err != nil {
+		return nil, fmt.Errorf("memif: zero-copy pool: %w", err)
+	}
+	p.private = true
+	return p, nil
+}
+
+// BuffersFree is how many buffers of share k are free. Call it from share k's goroutine.
+func (p *Pool) BuffersFree(k int) int { return p.shares[k].free.Available() }
+
+// join registers an interface as a user.
+func (p *Pool) join() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errors.New("memif: the pool is closed")
+	}
+	p.users++
+	return nil
+}
+
+// leave unregisters a user; a private pool is closed with its interface.
+func (p *Pool) leave() error {
+	p.mu.Lock()
+	p.users--
+	last := p.users == 0 && p.private
+	p.mu.Unlock()
+	if last {
+		return p.Close()
+	}
+	return nil
+}
+
+// Close unmaps the pool. It fails while an interface using it is open: their rings point into it.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.users > 0 {
+		return fmt.Errorf("memif: pool in use by %d open interfaces", p.users)
+	}
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	return p.region.Close()
 }
 
 // RxBurstZC receives up to len(bufs) buffers without copying: each Data is a view of shared

@@ -2,6 +2,7 @@ package memif_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,5 +188,88 @@ func TestZeroCopyNoAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per zero-copy round trip", allocs)
+	}
+}
+
+// TestSharedPoolForward forwards from one interface to another through a shared pool: the
+// buffers received on A are sent on B without a copy and come back to the pool share A re-arms
+// from. Payloads are checked at B's server, single and chained; every buffer comes home.
+func TestSharedPoolForward(t *testing.T) {
+	pool, err := memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * 64, BufferSize: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := pool.Close(); err != nil { // after both clients closed (cleanups run last-in first-out)
+			t.Error(err)
+		}
+	})
+	cfg := memif.Config{ZeroCopy: true, RingSize: 64, Pool: pool}
+	srvA, cliA := memiftest.Pair(t, memif.Config{}, cfg)
+	srvB, cliB := memiftest.Pair(t, memif.Config{}, cfg)
+	if err := pool.Close(); err == nil {
+		t.Fatal("closed a pool two open interfaces use")
+	}
+	full := pool.BuffersFree(0)
+	in, out := cliA.RxQueue(0), cliB.TxQueue(0)
+	bufs := make([]memif.Buffer, 32)
+	got := [][]byte{make([]byte, 0, 1024)}
+	const total = 5000
+	for seq := uint32(0); seq < total; seq++ {
+		size := []int{60, 256, 300, 700}[seq%4]
+		p := make([]byte, size)
+		fill(p, seq)
+		if srvA.TxQueue(0).TxBurst([][]byte{p}) != 1 {
+			t.Fatalf("packet %d: A's server could not send", seq)
+		}
+		n := in.RxBurstZC(bufs)
+		if want := (size + 255) / 256; n != want {
+			t.Fatalf("packet %d: %d buffers, want %d", seq, n, want)
+		}
+		if k := out.TxBurstZC(bufs[:n]); k != n {
+			t.Fatalf("packet %d: forwarded %d of %d buffers", seq, k, n)
+		}
+		if srvB.RxQueue(0).RxBurst(got) != 1 {
+			t.Fatalf("packet %d: B's server got nothing", seq)
+		}
+		if err := check(got[0], seq, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// B's ring still holds the last sends until the next reclaim; an empty burst reclaims.
+	out.TxBurstZC(nil)
+	if free := pool.BuffersFree(0); free != full {
+		t.Fatalf("%d buffers free after forwarding, %d before", free, full)
+	}
+}
+
+func TestPoolConfigErrors(t *testing.T) {
+	pool, err := memif.NewPool(memif.PoolConfig{Name: "p", Pairs: 1, Buffers: 64, BufferSize: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for name, cfg := range map[string]memif.Config{
+		"server":      {Role: memif.RoleServer, ZeroCopy: true, Pool: pool},
+		"copy mode":   {Role: memif.RoleClient, Pool: pool},
+		"buffer size": {Role: memif.RoleClient, ZeroCopy: true, Pool: pool, BufferSize: 512},
+		"queues":      {Role: memif.RoleClient, ZeroCopy: true, Pool: pool, RxQueues: 2},
+	} {
+		cfg.Socket = memiftest.UniqueSocket()
+		if i, err := memif.Open(cfg); err == nil || !strings.Contains(err.Error(), "pool") {
+			if i != nil {
+				i.Close()
+			}
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := memif.NewPool(memif.PoolConfig{Pairs: 0, Buffers: 1, BufferSize: 256}); err == nil {
+		t.Error("a pool of 0 pairs")
+	}
+	if err := pool.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := memif.Open(memif.Config{Role: memif.RoleClient, ZeroCopy: true, Pool: pool, Socket: memiftest.UniqueSocket()}); err == nil {
+		t.Error("opened an interface on a closed pool")
 	}
 }
