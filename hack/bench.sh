@@ -16,8 +16,8 @@
 #   CASES="..." subset of: 64 1500 chain zc64 zc1500 verify lat (default: all)
 #   DIRS="..."  c2s (sender = memif client, receiver = server) and/or s2c, for 64 and 1500
 #               (default: both)
-#   CHAIN_DIRS="...", ZC_DIRS="..."  the same for the chained and zero-copy cases (default: c2s,
-#               to keep the full run under 25 min; "c2s s2c" for the whole matrix)
+#   CHAIN_DIRS="...", ZC_DIRS="..."  the same for the chained case (default: c2s) and the zero-copy
+#               cases (default: c2s s2c: a zero-copy client gains most when it receives)
 #   LDUR=S      seconds per ping-pong latency run (default 5)
 #   OUT=FILE    report file (default hack/results/bench-<date>.md; the raw CSV goes next to it)
 #   PEER=FILE   DPDK peer script (default ../shared/tools/dpdk-memif-peer.sh from the repo root)
@@ -32,7 +32,7 @@ if [ "$QUICK" = 1 ]; then REPS=${REPS:-3}; DUR=${DUR:-5}; else REPS=${REPS:-5}; 
 CASES=${CASES:-"64 1500 chain zc64 zc1500 verify lat"}
 DIRS=${DIRS:-"c2s s2c"}
 CHAIN_DIRS=${CHAIN_DIRS:-c2s}
-ZC_DIRS=${ZC_DIRS:-c2s}
+ZC_DIRS=${ZC_DIRS:-"c2s s2c"}
 LDUR=${LDUR:-5}
 PEER=${PEER:-$ROOT/../shared/tools/dpdk-memif-peer.sh}
 [ -x "$PEER" ] || PEER=/work/shared/tools/dpdk-memif-peer.sh
@@ -114,6 +114,7 @@ start_side() {
   else
     local varg=()
     [ "$ver" = 1 ] && varg=(--verify)
+    [ "$zc" = yes ] && [ "$role" = client ] && varg+=(--zero-copy)
     taskset -c "$core" "$MP" --role "$role" --socket "@$SOCK" --id 0 --mode "$what" --size "$pkt" \
       --buffer-size "$bs" --ring-size 1024 --burst 32 --duration "${dur}s" \
       --connect-timeout "${CONNECT_TO}s" "${varg[@]}" \
@@ -176,8 +177,8 @@ run_tput() {
   esac
   case $c in zc*) zc=yes;; esac
   case $pair in
-    DD|DDzc) simpl=D; rimpl=D;; GG) simpl=G; rimpl=G;; GGv) simpl=G; rimpl=G; ver=1;;
-    GD) simpl=G; rimpl=D;; DG) simpl=D; rimpl=G;; *) die "pair $pair";;
+    DD|DDzc) simpl=D; rimpl=D;; GG|GGzc) simpl=G; rimpl=G;; GGv) simpl=G; rimpl=G; ver=1;;
+    GD|GDzc) simpl=G; rimpl=D;; DG|DGzc) simpl=D; rimpl=G;; *) die "pair $pair";;
   esac
   if [ "$dir" = c2s ]; then srole=client; rrole=server; else srole=server; rrole=client; fi
   # server first, then client; the receiver runs DUR s, the sender until we stop it
@@ -263,7 +264,11 @@ plan() {
   done
   for c in zc64 zc1500; do
     has "$c" || continue
-    for d in $ZC_DIRS; do echo "tput $c $d DDzc"; done
+    for d in $ZC_DIRS; do
+      echo "tput $c $d DDzc"; echo "tput $c $d GGzc"
+      # with DPDK on the server side, the Go client is the zero-copy one
+      if [ "$d" = c2s ]; then echo "tput $c $d GDzc"; else echo "tput $c $d DGzc"; fi
+    done
   done
   if has lat; then echo "lat - - GG"; echo "lat - - GD"; fi
 }
@@ -295,7 +300,7 @@ T1=$(date +%s)
   echo "- Command: \`$CMD\` (from the repo root, as root)"
   echo "- Load average before: $LOAD_BEFORE; after: $LOAD_AFTER; per-run load1 in the CSV: $(awk -F, 'NR>1 && $8!="" {v=$8+0; if (!n||v<mn) mn=v; if (!n||v>mx) mx=v; n++} END{printf "%.2f-%.2f", mn, mx}' "$CSV")"
   echo "- $REPS interleaved rounds; each run ${DUR} s from link up; Mpps = receiver's per-second samples, first and last dropped, averaged; medians over rounds. Ratios: each Go run divided by the DPDK->DPDK run of the same case and direction in the same round, median over rounds."
-  echo "- Pinning: memif server on CPU $SRV_CORE, client on CPU $CLI_CORE. c2s = client sends, server receives; s2c = server sends, client receives. Ring 1024, burst 32, buffer 2048 B (chained case: 128 B on both sides). Go: --size N [--verify]; DPDK: dpdk-memif-peer.sh --mode txonly|rxonly --pkt-size N --mbufs $MBUFS. Zero-copy: DPDK client --zero-copy yes."
+  echo "- Pinning: memif server on CPU $SRV_CORE, client on CPU $CLI_CORE. c2s = client sends, server receives; s2c = server sends, client receives. Ring 1024, burst 32, buffer 2048 B (chained case: 128 B on both sides). Go: --size N [--verify]; DPDK: dpdk-memif-peer.sh --mode txonly|rxonly --pkt-size N --mbufs $MBUFS. Zero-copy: the client is zero-copy (DPDK --zero-copy yes, Go --zero-copy: header-only TxBurstZC of pool buffers / RxBurstZC views), the server copies."
   echo "- Raw per-run values: $(basename "$CSV")"
   echo
   awk -f "$ROOT/hack/bench/report.awk" "$CSV"

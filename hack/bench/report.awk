@@ -32,6 +32,9 @@ function label(p) {
   if (p == "DG") return "DPDK->Go"
   if (p == "GGv") return "Go->Go --verify"
   if (p == "DDzc") return "DPDK->DPDK zero-copy"
+  if (p == "GGzc") return "Go->Go zero-copy"
+  if (p == "GDzc") return "Go->DPDK zero-copy"
+  if (p == "DGzc") return "DPDK->Go zero-copy"
   return p
 }
 function work(p) {
@@ -39,6 +42,7 @@ function work(p) {
   if (p == "GG" || p == "GD" || p == "DG") return "hdr-only tx / no-read rx (both sides)"
   if (p == "GGv") return "--verify: stamp + check every byte"
   if (p == "DDzc") return "txonly / rxonly, client zero-copy"
+  if (p == "GGzc" || p == "GDzc" || p == "DGzc") return "hdr-only tx / no-read rx, client zero-copy"
   return ""
 }
 function casename(c) {
@@ -48,6 +52,12 @@ function casename(c) {
   if (c == "zc64") return "64 B zero-copy"
   if (c == "zc1500") return "1500 B zero-copy"
   return c
+}
+# sameround(key, ref): median (min-max) over rounds of key's value divided by ref's, same round.
+function sameround(key, ref,    r, m, b) {
+  m = 0
+  for (r in rounds) if (((key, r) in byround) && ((ref, r) in byround) && byround[ref, r] > 0) b[++m] = byround[key, r] / byround[ref, r]
+  return (m > 0) ? sprintf("**%.2f** (%.2f-%.2f), %d rounds", median(b, m), minof(b, m), maxof(b, m), m) : "NA"
 }
 END {
   print "| case | dir | row | work compared | median Mpps (min-max) | Gbit/s | Go/DPDK same round: median (min-max) | CPU share rx/tx | runs ok |"
@@ -64,7 +74,11 @@ END {
       gbps = sprintf("%.1f", med * pkt[key] * 8 / 1000)
     } else { mpps = "NA"; gbps = "NA" }
     ratio = ""
-    if (p != "DD" && p != "DDzc") {
+    if (p == "GGzc" || p == "GDzc" || p == "DGzc") {
+      # Go zero-copy against DPDK zero-copy, and Go zero-copy against Go copy mode, same round
+      ratio = sameround(key, "tput" SUBSEP c SUBSEP d SUBSEP "DDzc")
+      if (p == "GGzc") ratio = ratio "; Go zc/copy " sameround(key, "tput" SUBSEP substr(c, 3) SUBSEP d SUBSEP "GG")
+    } else if (p != "DD" && p != "DDzc") {
       ref = "tput" SUBSEP c SUBSEP d SUBSEP "DD"
       m = 0; delete b
       for (r in rounds) if (((key, r) in byround) && ((ref, r) in byround) && byround[ref, r] > 0) b[++m] = byround[key, r] / byround[ref, r]
@@ -83,8 +97,6 @@ END {
       cpu = sprintf("%.2f / %.2f", median(a, m), median(b, m))
     }
     printf "| %s | %s | %s | %s | %s | %s | %s | %s | %d/%d |\n", casename(c), d, label(p), work(p), mpps, gbps, ratio, cpu, n, total[key]
-    if (p == "DDzc")
-      printf "| %s | %s | Go zero-copy | (not implemented in pkg/memif yet) | n/a | n/a | n/a | - | - |\n", casename(c), d
   }
   nl = 0
   for (k = 1; k <= nk; k++) { split(order[k], f, SUBSEP); if (f[1] == "p50") nl++ }
