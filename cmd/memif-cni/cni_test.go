@@ -483,3 +483,46 @@ func TestHundredPodsConcurrently(t *testing.T) {
 	parallel(rest, delFn)
 	n.assertClean()
 }
+
+// TestIPAMDelegated: ports in ip mode get their addresses from the delegated IPAM plugin, here
+// the real host-local of containernetworking-plugins. Each port gets its own address, the result
+// ties it to the port's interface, port.json carries it, and DEL gives every lease back.
+func TestIPAMDelegated(t *testing.T) {
+	const hostLocal = "/usr/lib/cni/host-local"
+	if _, err := os.Stat(hostLocal); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%v: CI=true forbids skipping (apt-get install -y containernetworking-plugins)", err)
+		}
+		t.Skipf("%v: apt-get install -y containernetworking-plugins", err)
+	}
+	n := newNode(t, 2)
+	n.cni = newCNI([]string{pluginDir(t), filepath.Dir(hostLocal)}, filepath.Join(n.root, "cache"))
+	// Debian 12's plugins (1.1.1) speak CNI up to 1.0.0; the delegated plugin must support the
+	// conflist's version, so this network uses 1.0.0.
+	n.cniVersion = "1.0.0"
+	leases := filepath.Join(n.root, "ipam")
+	n.extra = map[string]any{"ipam": map[string]any{"type": "host-local", "dataDir": leases,
+		"ranges": [][]map[string]string{{{"subnet": "10.77.0.0/24"}}}}}
+	p := n.newPod(`[{"name":"up","peer":"host","mode":"ip"},{"name":"down","peer":"host","mode":"ip"}]`, "slot-000", "slot-001")
+	r := n.mustAdd(p)
+	if len(r.IPs) != 2 || len(r.Interfaces) != 2 {
+		t.Fatalf("result: %d IPs on %d interfaces, want 2 on 2: %+v", len(r.IPs), len(r.Interfaces), r)
+	}
+	for i, ip := range r.IPs {
+		if !strings.HasPrefix(ip.Address.String(), "10.77.0.") || ip.Address.String() == r.IPs[1-i].Address.String() {
+			t.Errorf("port %d: address %s (the other has %s)", i, ip.Address.String(), r.IPs[1-i].Address.String())
+		}
+		if ip.Interface == nil || r.Interfaces[*ip.Interface].Name != []string{"up", "down"}[i] {
+			t.Errorf("address %s is not tied to port %d's interface", ip.Address.String(), i)
+		}
+		if spec := n.hostSpec(p.Slots[i]); len(spec.IPs) != 1 || spec.IPs[0] != ip.Address.String() {
+			t.Errorf("port.json of %s has IPs %v, the result %s", p.Slots[i], spec.IPs, ip.Address.String())
+		}
+	}
+	n.mustDel(p)
+	// host-local keeps one file per leased address under <dataDir>/<network name>/.
+	if left, _ := filepath.Glob(filepath.Join(leases, "memifnet", "10.77.*")); len(left) != 0 {
+		t.Errorf("leases left after DEL: %v", left)
+	}
+	n.assertClean()
+}

@@ -111,6 +111,7 @@ type node struct {
 	cni        *libcni.CNIConfig
 	extra      map[string]any // extra plugin config keys
 	caps       bool           // declare the pod-annotations capability
+	cniVersion string         // of the conflist; 1.1.0 unless a test sets it
 
 	mu      sync.Mutex
 	nextPod int
@@ -151,7 +152,11 @@ func (n *node) confList() *libcni.NetworkConfigList {
 	for k, v := range n.extra {
 		plugin[k] = v
 	}
-	b, err := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "memifnet", "plugins": []any{plugin}})
+	version := n.cniVersion
+	if version == "" {
+		version = "1.1.0"
+	}
+	b, err := json.Marshal(map[string]any{"cniVersion": version, "name": "memifnet", "plugins": []any{plugin}})
 	if err != nil {
 		n.t.Fatal(err)
 	}
