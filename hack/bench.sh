@@ -7,9 +7,11 @@
 #   QUICK=1 hack/bench.sh         # REPS=3, 5 s per run (~11 min)
 # Environment:
 #   REPS=N      rounds (default 5, QUICK: 3). Every row is measured once per round; within a round
-#               the rows of one case (DPDK->DPDK, Go->Go, Go->DPDK, DPDK->Go) run back to back,
-#               and odd rounds run everything in reverse order, so ratios compare runs minutes apart
-#               at most (the machine drifts by 2x over an hour: shared/research/dpdk-baseline.md).
+#               the rows of one case (DPDK->DPDK, Go->Go, Go->DPDK, DPDK->Go) run back to back
+#               between two DPDK->DPDK reference runs, and odd rounds run everything in reverse
+#               order. This VM switches between speed states (3x apart) from minute to minute, so
+#               a round whose two references differ by more than 25 % is unsteady and left out
+#               of that case's ratios; the others use the mean of the two references.
 #   DUR=S       receiver seconds from link up (default 8, QUICK: 5). Mpps = mean of the receiver's
 #               per-second samples without the first and last one (the same trimming for testpmd
 #               and memif-perf); the sender is stopped once the receiver is done.
@@ -177,7 +179,8 @@ run_tput() {
   esac
   case $c in zc*) zc=yes;; esac
   case $pair in
-    DD|DDzc) simpl=D; rimpl=D;; GG|GGzc) simpl=G; rimpl=G;; GGv) simpl=G; rimpl=G; ver=1;;
+    DD|DDe|DDzc|DDzce) simpl=D; rimpl=D;; GG|GGzc) simpl=G; rimpl=G;; GGv) simpl=G; rimpl=G; ver=1;;
+    GGc) simpl=G; rimpl=G; zc=no;;
     GD|GDzc) simpl=G; rimpl=D;; DG|DGzc) simpl=D; rimpl=G;; *) die "pair $pair";;
   esac
   if [ "$dir" = c2s ]; then srole=client; rrole=server; else srole=server; rrole=client; fi
@@ -260,14 +263,17 @@ plan() {
     for d in $dirs; do
       echo "tput $c $d DD"; echo "tput $c $d GG"; echo "tput $c $d GD"; echo "tput $c $d DG"
       if [ "$c" = 64 ] && [ "$d" = c2s ] && has verify; then echo "tput 64 c2s GGv"; fi
+      echo "tput $c $d DDe"  # the reference again: a round whose two references disagree is unsteady
     done
   done
   for c in zc64 zc1500; do
     has "$c" || continue
     for d in $ZC_DIRS; do
-      echo "tput $c $d DDzc"; echo "tput $c $d GGzc"
+      # GGc: Go copy mode next to Go zero-copy, for the zero-copy gain within one block
+      echo "tput $c $d DDzc"; echo "tput $c $d GGc"; echo "tput $c $d GGzc"
       # with DPDK on the server side, the Go client is the zero-copy one
       if [ "$d" = c2s ]; then echo "tput $c $d GDzc"; else echo "tput $c $d DGzc"; fi
+      echo "tput $c $d DDzce"
     done
   done
   if has lat; then echo "lat - - GG"; echo "lat - - GD"; fi

@@ -32,6 +32,8 @@ function label(p) {
   if (p == "DG") return "DPDK->Go"
   if (p == "GGv") return "Go->Go --verify"
   if (p == "DDzc") return "DPDK->DPDK zero-copy"
+  if (p == "DDe" || p == "DDzce") return "(reference again, end of block)"
+  if (p == "GGc") return "Go->Go copy mode"
   if (p == "GGzc") return "Go->Go zero-copy"
   if (p == "GDzc") return "Go->DPDK zero-copy"
   if (p == "DGzc") return "DPDK->Go zero-copy"
@@ -39,7 +41,7 @@ function label(p) {
 }
 function work(p) {
   if (p == "DD") return "txonly hdr / rxonly no-read"
-  if (p == "GG" || p == "GD" || p == "DG") return "hdr-only tx / no-read rx (both sides)"
+  if (p == "GG" || p == "GD" || p == "DG" || p == "GGc") return "hdr-only tx / no-read rx (both sides)"
   if (p == "GGv") return "--verify: stamp + check every byte"
   if (p == "DDzc") return "txonly / rxonly, client zero-copy"
   if (p == "GGzc" || p == "GDzc" || p == "DGzc") return "hdr-only tx / no-read rx, client zero-copy"
@@ -53,11 +55,26 @@ function casename(c) {
   if (c == "zc1500") return "1500 B zero-copy"
   return c
 }
-# sameround(key, ref): median (min-max) over rounds of key's value divided by ref's, same round.
-function sameround(key, ref,    r, m, b) {
-  m = 0
-  for (r in rounds) if (((key, r) in byround) && ((ref, r) in byround) && byround[ref, r] > 0) b[++m] = byround[key, r] / byround[ref, r]
-  return (m > 0) ? sprintf("**%.2f** (%.2f-%.2f), %d rounds", median(b, m), minof(b, m), maxof(b, m), m) : "NA"
+# sameround(key, ref, ref2): median (min-max) over rounds of key's value divided by the reference
+# of the same round. With ref2 (the reference run again at the end of the block), the reference is
+# the mean of the two, and a round whose two differ by more than 25 % (the VM changed speed state
+# inside the block) is left out and counted as unsteady.
+function sameround(key, ref, ref2,    r, m, b, x, y, unsteady, s) {
+  m = 0; unsteady = 0
+  for (r in rounds) {
+    if (!((key, r) in byround) || !((ref, r) in byround) || byround[ref, r] <= 0) continue
+    x = byround[ref, r]
+    if (ref2 != "") {
+      if (!((ref2, r) in byround) || byround[ref2, r] <= 0) continue
+      y = byround[ref2, r]
+      if ((x > y ? x / y : y / x) > 1.25) { unsteady++; continue }
+      x = (x + y) / 2
+    }
+    b[++m] = byround[key, r] / x
+  }
+  s = (m > 0) ? sprintf("**%.2f** (%.2f-%.2f), %d rounds", median(b, m), minof(b, m), maxof(b, m), m) : "NA"
+  if (unsteady) s = s sprintf(" (%d unsteady left out)", unsteady)
+  return s
 }
 END {
   print "| case | dir | row | work compared | median Mpps (min-max) | Gbit/s | Go/DPDK same round: median (min-max) | CPU share rx/tx | runs ok |"
@@ -74,15 +91,14 @@ END {
       gbps = sprintf("%.1f", med * pkt[key] * 8 / 1000)
     } else { mpps = "NA"; gbps = "NA" }
     ratio = ""
-    if (p == "GGzc" || p == "GDzc" || p == "DGzc") {
-      # Go zero-copy against DPDK zero-copy, and Go zero-copy against Go copy mode, same round
-      ratio = sameround(key, "tput" SUBSEP c SUBSEP d SUBSEP "DDzc")
-      if (p == "GGzc") ratio = ratio "; Go zc/copy " sameround(key, "tput" SUBSEP substr(c, 3) SUBSEP d SUBSEP "GG")
+    if (p == "GGzc" || p == "GDzc" || p == "DGzc" || p == "GGc") {
+      # Go (zero-copy) against DPDK zero-copy, and Go zero-copy against Go copy mode next to it
+      ratio = sameround(key, "tput" SUBSEP c SUBSEP d SUBSEP "DDzc", "tput" SUBSEP c SUBSEP d SUBSEP "DDzce")
+      if (p == "GGzc") ratio = ratio "; Go zc/copy " sameround(key, "tput" SUBSEP c SUBSEP d SUBSEP "GGc", "")
+    } else if (p == "DDe" || p == "DDzce") {
+      ratio = ""
     } else if (p != "DD" && p != "DDzc") {
-      ref = "tput" SUBSEP c SUBSEP d SUBSEP "DD"
-      m = 0; delete b
-      for (r in rounds) if (((key, r) in byround) && ((ref, r) in byround) && byround[ref, r] > 0) b[++m] = byround[key, r] / byround[ref, r]
-      ratio = (m > 0) ? sprintf("**%.2f** (%.2f-%.2f), %d rounds", median(b, m), minof(b, m), maxof(b, m), m) : "NA"
+      ratio = sameround(key, "tput" SUBSEP c SUBSEP d SUBSEP "DD", "tput" SUBSEP c SUBSEP d SUBSEP "DDe")
     } else if (p == "DDzc") {
       # zero-copy: compare with DPDK's own copy mode of the same size and direction, same round
       cc = substr(c, 3); ref = "tput" SUBSEP cc SUBSEP d SUBSEP "DD"
