@@ -182,7 +182,8 @@ func (q *RxQueue) consumeOne(dst *[]byte, cur, end uint16) (used uint16, size in
 // It runs on every poll: computing the free space is one subtraction here. Refilling only once
 // 32 slots are free (DPDK's policy) measured the same: BenchmarkPump server-to-client 64 B,
 // interleaved, 20M packets each, 89.9/89.0/84.0 Mpps every poll vs 90.7/85.3/88.1 batched
-// (docs/performance.md), so the simpler policy, which keeps the ring fully armed, stays.
+// (docs/performance.md); with the slow VM state at 15:35, batching won 4-5 % at receive bursts
+// of 1-4 and lost 14 % at 32. So the simpler policy, which keeps the ring fully armed, stays.
 func (q *RxQueue) refill() {
 	end := q.cursor + uint16(q.ring.Size())
 	h := q.head
