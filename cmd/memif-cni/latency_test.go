@@ -14,8 +14,18 @@ import (
 // included, against the kubelet stand-in. It reports p50 and p99 of each in milliseconds.
 //
 //	go test ./cmd/memif-cni -run '^$' -bench AddDel -benchtime 200x
-func BenchmarkAddDel(b *testing.B) {
+func BenchmarkAddDel(b *testing.B) { benchAddDel(b, false) }
+
+// BenchmarkAddDelViaKubelet is BenchmarkAddDel for a runtime that passes no annotations: ADD
+// runs the memif-cni-podinfo helper, which reads them from the kubelet's Pods API over HTTPS.
+func BenchmarkAddDelViaKubelet(b *testing.B) { benchAddDel(b, true) }
+
+func benchAddDel(b *testing.B, viaKubelet bool) {
 	n := newNode(b, 2)
+	if viaKubelet {
+		n.caps = false
+		n.extra = map[string]any{"kubeletURL": n.kubelet.ServePodsAPI(b)}
+	}
 	peer := n.newPod("peer@bench", "slot-001")
 	n.mustAdd(peer)
 	pods := make([]*pod, b.N)
