@@ -61,8 +61,6 @@ type client struct {
 
 func newClient(socket string) *client { return &client{socket: socket} }
 
-func (c *client) close() {}
-
 // statusError is a non-OK gRPC status.
 type statusError struct {
 	code    int
@@ -95,7 +93,7 @@ func (c *client) call(ctx context.Context, method string, req []byte) ([]byte, e
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}
-	// Cancellation closes the connection, which ends any read or write in progress.
+	// Cancellation moves the deadline into the past, which ends any read or write in progress.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	msg, err := exchange(conn, method, req)

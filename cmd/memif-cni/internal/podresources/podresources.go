@@ -23,7 +23,6 @@ const SocketResource = "memifnet.io/socket"
 // back to List on any Get error (the gate is off, or an older kubelet).
 func Slots(ctx context.Context, socket, namespace, name string) ([]string, error) {
 	c := newClient(socket)
-	defer c.close()
 	pod, getErr := get(ctx, c, namespace, name)
 	if getErr != nil {
 		var err error

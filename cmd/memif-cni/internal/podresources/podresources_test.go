@@ -81,7 +81,6 @@ func TestSlotsErrors(t *testing.T) {
 func TestCallStatus(t *testing.T) {
 	k := kubeletfake.New()
 	c := newClient(serve(t, k))
-	defer c.close()
 	_, err := c.call(context.Background(), "/v1.PodResourcesLister/Get", encodeGetRequest("x", "ns"))
 	var st *statusError
 	if !errors.As(err, &st) || st.code != 5 || st.message != "pod ns/x not found" {
