@@ -178,16 +178,17 @@ func (q *RxQueue) consumeOne(dst *[]byte, cur, end uint16) (used uint16, size in
 	return segs, len(buf), true
 }
 
-// refill arms every free slot of a client's receive ring with its own buffer and publishes head.
-// It runs on every poll: computing the free space is one subtraction here. Refilling only once
-// 32 slots are free (DPDK's policy) measured the same: BenchmarkPump server-to-client 64 B,
-// interleaved, 20M packets each, 89.9/89.0/84.0 Mpps every poll vs 90.7/85.3/88.1 batched
-// (docs/performance.md); with the slow VM state at 15:35, batching won 4-5 % at receive bursts
-// of 1-4 and lost 14 % at 32. So the simpler policy, which keeps the ring fully armed, stays.
+// refill arms the free slots of a client's receive ring with its own buffers and publishes head,
+// once at least min(32, ring/2) slots are free (DPDK's policy). Refilling on every poll instead
+// keeps the ring fuller but, when the application polls a few packets at a time, republishes head
+// for every packet, so the sender finds one armed slot at a time and sends bursts of one:
+// BenchmarkPump server-to-client 64 B with receive bursts of 1 measured 2.3-9.1 Mpps every poll
+// against 23.3-25.5 batched (8 interleaved runs); at receive bursts of 32 the two are within
+// noise (medians 20.8 vs 19.0 Mpps of 6 each). docs/performance.md has the numbers.
 func (q *RxQueue) refill() {
 	end := q.cursor + uint16(q.ring.Size())
 	h := q.head
-	if h == end {
+	if end-h < min(refillBatch, uint16(q.ring.Size()/2)) {
 		return
 	}
 	descs, mask, bufSize := q.ring.Descs, q.ring.Mask, q.bufSize
@@ -202,6 +203,9 @@ func (q *RxQueue) refill() {
 	q.head = h
 	q.ring.StoreHead(h)
 }
+
+// refillBatch is the most free slots a client's receive ring waits for before it is re-armed.
+const refillBatch = 32
 
 // TxBurst queues up to len(pkts) packets for the peer, copying them into shared memory, and
 // returns how many it took: fewer than len(pkts) when the ring is full (count the rest again
