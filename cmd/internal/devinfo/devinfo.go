@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 // DefaultDir is where device plugins put their files (device-info spec); the CNI's go to the
@@ -64,16 +66,7 @@ func Write(file string, info Info) error {
 	if err != nil {
 		return fmt.Errorf("encode device-info: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return fmt.Errorf("device-info dir: %w", err)
-	}
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o444); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("write device-info: %w", err)
-	}
-	if err := os.Rename(tmp, file); err != nil {
-		_ = os.Remove(tmp)
+	if err := safefs.WriteFile(file, b, 0o444, safefs.WriteOptions{}); err != nil {
 		return fmt.Errorf("write device-info: %w", err)
 	}
 	return nil

@@ -6,9 +6,10 @@ package cdi
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 // DefaultDir is the runtimes' default spec directory.
@@ -58,14 +59,8 @@ func (w Writer) Write(s Spec) error {
 	if err != nil {
 		return fmt.Errorf("encode cdi spec: %w", err)
 	}
-	if err := os.MkdirAll(w.Dir, 0o755); err != nil {
-		return fmt.Errorf("cdi dir: %w", err)
-	}
 	p := filepath.Join(w.Dir, strings.ReplaceAll(s.Kind, "/", "-")+".json")
-	if err := os.WriteFile(p+".tmp", b, 0o644); err != nil {
-		return fmt.Errorf("write cdi spec: %w", err)
-	}
-	if err := os.Rename(p+".tmp", p); err != nil {
+	if err := safefs.WriteFile(p, b, 0o644, safefs.WriteOptions{Durable: true}); err != nil {
 		return fmt.Errorf("write cdi spec: %w", err)
 	}
 	return nil

@@ -21,9 +21,29 @@ const MaxSocketSlots = 4096
 type Config struct {
 	// SocketSlots is the number of memifnet.io/socket units on the node.
 	SocketSlots int `json:"socketSlots"`
+	// SlotLimits bound what one pod can store in one slot (each slot is its own tmpfs).
+	SlotLimits SlotLimits `json:"slotLimits"`
 	// Pools are the hugepage pools, each advertised as memifnet.io/<name>.
 	Pools []Pool `json:"pools"`
 }
+
+// SlotLimits are the size and inode limits of one slot's tmpfs. A slot holds port.json, a
+// socket and the link directory; the defaults leave room for a few more files and keep a pod
+// from filling the node's memory or disk through its slots.
+type SlotLimits struct {
+	Size   Quantity `json:"size"`
+	Inodes int64    `json:"inodes"`
+}
+
+// Default slot limits, and the bounds a configuration may choose within.
+const (
+	DefaultSlotSize   = 1 << 20
+	DefaultSlotInodes = 64
+	minSlotSize       = 64 << 10
+	maxSlotSize       = 1 << 30
+	minSlotInodes     = 8
+	maxSlotInodes     = 1 << 20
+)
 
 // Pool is one hugepage pool. Sizes are Kubernetes-style quantities (2Mi, 1Gi).
 type Pool struct {
@@ -85,6 +105,7 @@ func ParseQuantity(s string) (int64, error) {
 func Default() Config {
 	return Config{
 		SocketSlots: 64,
+		SlotLimits:  SlotLimits{Size: Quantity{Bytes: DefaultSlotSize, Text: "1Mi"}, Inodes: DefaultSlotInodes},
 		Pools: []Pool{{
 			Name:             "hugepool",
 			PageSize:         Quantity{Bytes: 2 << 20, Text: "2Mi"},
@@ -110,7 +131,7 @@ func Load(path string) (Config, error) {
 // Parse decodes YAML strictly (unknown keys are errors naming the key) and
 // validates the values.
 func Parse(b []byte) (Config, error) {
-	var c Config
+	c := Config{SlotLimits: Default().SlotLimits}
 	if err := yaml.UnmarshalStrict(b, &c); err != nil {
 		return Config{}, fmt.Errorf("parse: %w", err)
 	}
@@ -129,6 +150,12 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.SocketSlots < 0 || c.SocketSlots > MaxSocketSlots {
 		errs = append(errs, fmt.Errorf("socketSlots: %d out of range 0..%d", c.SocketSlots, MaxSocketSlots))
+	}
+	if l := c.SlotLimits; l.Size.Bytes < minSlotSize || l.Size.Bytes > maxSlotSize {
+		errs = append(errs, fmt.Errorf("slotLimits.size: %q out of range 64Ki..1Gi", l.Size))
+	}
+	if l := c.SlotLimits; l.Inodes < minSlotInodes || l.Inodes > maxSlotInodes {
+		errs = append(errs, fmt.Errorf("slotLimits.inodes: %d out of range %d..%d", l.Inodes, minSlotInodes, maxSlotInodes))
 	}
 	seen := map[string]bool{}
 	for i, p := range c.Pools {

@@ -99,7 +99,8 @@ func New(opts Options) (*Daemon, error) {
 		cdiW = &cdi.Writer{Dir: opts.CDIDir}
 	}
 	var provs []resource.Provider
-	sp, err := slots.New(opts.StateDir, opts.Config.SocketSlots, nodes, devinfo.Writer{Dir: opts.DevinfoDir})
+	limits := slots.Limits{Bytes: opts.Config.SlotLimits.Size.Bytes, Inodes: opts.Config.SlotLimits.Inodes}
+	sp, err := slots.New(opts.StateDir, opts.Config.SocketSlots, nodes, limits, devinfo.Writer{Dir: opts.DevinfoDir}, opts.Log)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/kubelettest"
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 const socketRes = "memifnet.io/socket"
@@ -34,11 +35,15 @@ type env struct {
 // PodResources stand-in, a state dir and a fake sysfs with nodes NUMA nodes.
 func newEnv(t *testing.T, nodes int) *env {
 	t.Helper()
+	needRoot(t)
 	root, err := os.MkdirTemp("", "mdp") // short: socket paths must fit in 108 bytes
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(root) })
+	t.Cleanup(func() {
+		testutil.UnmountUnder(t, root)
+		os.RemoveAll(root)
+	})
 	e := &env{root: root, kubeletDir: filepath.Join(root, "kubelet"), stateDir: filepath.Join(root, "state"),
 		devinfoDir: filepath.Join(root, "devinfo"), sysfs: filepath.Join(root, "sys")}
 	for n := range nodes {
@@ -51,6 +56,17 @@ func newEnv(t *testing.T, nodes int) *env {
 	return e
 }
 
+// needRoot: the plugin mounts a tmpfs per slot.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the device plugin mounts tmpfs slots and needs root; CI=true forbids skipping")
+		}
+		t.Skip("the device plugin mounts tmpfs slots and needs root")
+	}
+}
+
 func testLog(t *testing.T) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -60,7 +76,7 @@ func testLog(t *testing.T) *slog.Logger {
 
 func (e *env) options(t *testing.T, slots int) Options {
 	return Options{
-		Config:     config.Config{SocketSlots: slots},
+		Config:     config.Config{SocketSlots: slots, SlotLimits: config.Default().SlotLimits},
 		KubeletDir: e.kubeletDir, StateDir: e.stateDir, SysfsRoot: e.sysfs, DevinfoDir: e.devinfoDir,
 		HealthInterval: 50 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond,
 		// Devices allocated by a test are reclaimed only by tests that say so
@@ -191,14 +207,13 @@ func TestRegisterListAllocate(t *testing.T) {
 	}
 }
 
-func TestHealthFollowsSlotDirectory(t *testing.T) {
+func TestHealthFollowsSlotMount(t *testing.T) {
 	e := newEnv(t, 1)
 	o := e.options(t, 4)
 	d, _ := start(t, o)
 	reg := e.kubelet.WaitRegistration(t, 2*time.Second)
 	c := e.kubelet.Dial(t, reg.Endpoint)
 	w := kubelettest.ListAndWatch(t, c)
-	// The first reclaim scrubs (and so recreates) every slot; damage after it.
 	eventually(t, 2*time.Second, "initial reclaim", func() bool { return d.Resources()[0].Stats().Dirty == 0 })
 	healthy := func(id string, want string) func(m map[string]*pluginapi.Device) bool {
 		return func(m map[string]*pluginapi.Device) bool { return m[id] != nil && m[id].Health == want }
@@ -206,50 +221,44 @@ func TestHealthFollowsSlotDirectory(t *testing.T) {
 	w.WaitFor(t, time.Second, "slot-002 healthy", healthy("slot-002", pluginapi.Healthy))
 	dir := filepath.Join(e.stateDir, "sockets", "slot-002")
 
-	damage := []struct {
-		name           string
-		damage, repair func() error
-	}{
-		{"removed", func() error { return os.RemoveAll(dir) }, func() error {
-			if err := os.Mkdir(dir, 0o777); err != nil {
-				return err
-			}
-			return os.Chmod(dir, 0o777)
-		}},
-		{"file", func() error {
-			if err := os.RemoveAll(dir); err != nil {
-				return err
-			}
-			return os.WriteFile(dir, nil, 0o644)
-		}, func() error {
-			if err := os.Remove(dir); err != nil {
-				return err
-			}
-			if err := os.Mkdir(dir, 0o777); err != nil {
-				return err
-			}
-			return os.Chmod(dir, 0o777)
-		}},
-		{"mode", func() error { return os.Chmod(dir, 0o700) }, func() error { return os.Chmod(dir, 0o777) }},
-	}
-	for _, d := range damage {
-		if err := d.damage(); err != nil {
-			t.Fatal(err)
-		}
-		t0 := time.Now()
-		w.WaitFor(t, time.Second, "slot-002 unhealthy after "+d.name, healthy("slot-002", pluginapi.Unhealthy))
-		t.Logf("%s: unhealthy after %v", d.name, time.Since(t0))
-		if _, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"slot-002"}}}}); err == nil {
-			t.Fatalf("%s: allocate of unhealthy slot succeeded", d.name)
-		}
-		if err := d.repair(); err != nil {
-			t.Fatal(err)
-		}
-		t0 = time.Now()
-		w.WaitFor(t, time.Second, "slot-002 healthy after repair of "+d.name, healthy("slot-002", pluginapi.Healthy))
-		t.Logf("%s: healthy after %v", d.name, time.Since(t0))
-	}
+	// A slot handed out and damaged is reported, and left alone (a pod may be using it).
 	allocate(t, c, []string{"slot-002"})
+	must(t, os.Chmod(dir, 0o700))
+	t0 := time.Now()
+	w.WaitFor(t, time.Second, "slot-002 unhealthy after chmod", healthy("slot-002", pluginapi.Unhealthy))
+	t.Logf("mode: unhealthy after %v", time.Since(t0))
+	if _, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"slot-002"}}}}); err == nil {
+		t.Fatal("allocate of an unhealthy slot succeeded")
+	}
+	must(t, os.Chmod(dir, 0o777))
+	w.WaitFor(t, time.Second, "slot-002 healthy after chmod back", healthy("slot-002", pluginapi.Healthy))
+
+	// A free slot whose tmpfs is gone or replaced is rebuilt by the plugin.
+	free := filepath.Join(e.stateDir, "sockets", "slot-001")
+	for _, damage := range []struct {
+		name string
+		do   func() error
+	}{
+		{"unmounted", func() error { return unix.Unmount(free, unix.MNT_DETACH) }},
+		{"replaced", func() error { return unix.Mount("impostor", free, "tmpfs", 0, "size=64k") }},
+	} {
+		must(t, damage.do())
+		t0 := time.Now()
+		eventually(t, 2*time.Second, "slot-001 rebuilt after "+damage.name, func() bool {
+			return d.Resources()[0].Stats().Healthy == 4 && slotIsFreshTmpfs(t, free)
+		})
+		t.Logf("%s: rebuilt after %v", damage.name, time.Since(t0))
+	}
+	allocate(t, c, []string{"slot-001"})
+}
+
+// slotIsFreshTmpfs: the top mount on dir is a tmpfs of the plugin's making, with nothing in it.
+func slotIsFreshTmpfs(t *testing.T, dir string) bool {
+	if testutil.MountSource(t, dir) != "memifnet-slot" {
+		return false
+	}
+	ents, err := os.ReadDir(dir)
+	return err == nil && len(ents) == 0
 }
 
 // TestScrubBetweenTenants writes as one tenant and reads as the next, once
@@ -296,10 +305,12 @@ func TestScrubBetweenTenants(t *testing.T) {
 			must(t, os.MkdirAll(link, 0o755))
 			must(t, os.WriteFile(filepath.Join(link, "keep"), secret, 0o600))
 			must(t, os.Mkdir(filepath.Join(host, "link"), 0o755))
-			mounted := unix.Mount(link, filepath.Join(host, "link"), "", unix.MS_BIND, "") == nil
-			if mounted {
-				t.Cleanup(func() { _ = unix.Unmount(filepath.Join(host, "link"), unix.MNT_DETACH) })
-			}
+			must(t, unix.Mount(link, filepath.Join(host, "link"), "", unix.MS_BIND, ""))
+			// Tenant A keeps a descriptor of its slot (or passes it to another pod) to reach
+			// whoever gets the slot next.
+			kept, err := unix.Open(host, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			must(t, err)
+			defer unix.Close(kept)
 
 			if background {
 				// Still held: a reclaim pass must leave it alone.
@@ -320,7 +331,24 @@ func TestScrubBetweenTenants(t *testing.T) {
 				t.Fatalf("tenant B sees %v", ents)
 			}
 			if b, err := os.ReadFile(filepath.Join(link, "keep")); err != nil || string(b) != string(secret) {
-				t.Fatalf("link dir damaged by scrub: %q %v (bind mount made: %v)", b, err, mounted)
+				t.Fatalf("link dir damaged by scrub: %q %v", b, err)
+			}
+			// Tenant B's files are out of reach of tenant A's descriptor, and what A plants
+			// through it does not show in B's slot.
+			bHost := resp.ContainerResponses[0].Mounts[0].HostPath
+			must(t, os.WriteFile(filepath.Join(bHost, "port.json"), []byte("tenant B"), 0o644))
+			fd, err := unix.Openat(kept, "port.json", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			must(t, err)
+			var buf [64]byte
+			n, _ := unix.Read(fd, buf[:])
+			unix.Close(fd)
+			if string(buf[:n]) != string(secret) {
+				t.Fatalf("through its old descriptor tenant A reads %q", buf[:n])
+			}
+			must(t, unix.Symlinkat("/etc", kept, "planted"))
+			must(t, unix.Mkdirat(kept, "link2", 0o755))
+			if ents, err := os.ReadDir(bHost); err != nil || len(ents) != 1 || ents[0].Name() != "port.json" {
+				t.Fatalf("tenant B's slot holds %v (%v)", ents, err)
 			}
 			wantSync := syncBefore + 1
 			if background {
@@ -450,18 +478,19 @@ func TestPluginRestartKeepsSlotsInUse(t *testing.T) {
 	})
 }
 
-// TestLostStateScrubsNothingHeld: without its state file the plugin treats
-// every slot as dirty and scrubs only what PodResources says nobody holds.
+// TestLostStateScrubsNothingHeld: without its state file the plugin treats every slot as dirty
+// and scrubs only what PodResources says nobody holds.
 func TestLostStateScrubsNothingHeld(t *testing.T) {
 	e := newEnv(t, 1)
 	o := e.options(t, 4)
 	e.podres.Hold(socketRes, "slot-003")
-	must(t, os.MkdirAll(filepath.Join(e.stateDir, "sockets/slot-003"), 0o777))
-	must(t, os.MkdirAll(filepath.Join(e.stateDir, "sockets/slot-000"), 0o777))
+	_, stop := start(t, o)
+	stop()
 	held := filepath.Join(e.stateDir, "sockets/slot-003/port.json")
 	free := filepath.Join(e.stateDir, "sockets/slot-000/port.json")
 	must(t, os.WriteFile(held, []byte("x"), 0o600))
 	must(t, os.WriteFile(free, []byte("x"), 0o600))
+	must(t, os.RemoveAll(filepath.Join(e.stateDir, "deviceplugin")))
 	d, _ := start(t, o)
 	eventually(t, 2*time.Second, "free slots reclaimed", func() bool { return d.Resources()[0].Stats().Dirty == 1 })
 	if _, err := os.Stat(held); err != nil {
@@ -548,7 +577,7 @@ func TestCDIDevices(t *testing.T) {
 	if d.Name != "slot-002" || len(d.Edits.Mounts) != 1 ||
 		d.Edits.Mounts[0].HostPath != filepath.Join(e.stateDir, "sockets/slot-002") ||
 		d.Edits.Mounts[0].ContainerPath != "/run/memifnet/slot-002" ||
-		!reflect.DeepEqual(d.Edits.Mounts[0].Options, []string{"bind", "rw"}) {
+		!reflect.DeepEqual(d.Edits.Mounts[0].Options, []string{"rbind", "rw"}) {
 		t.Fatalf("device %+v", d)
 	}
 	resp := allocate(t, c, []string{"slot-001", "slot-002"})

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 // Entry is one dirty device.
@@ -160,8 +162,7 @@ func (l *Ledger) Clean(id string, since time.Time) {
 	delete(l.dirty, id)
 }
 
-// Save rewrites the journal as a snapshot (temp file and rename). There is
-// no fsync: after a power loss the node reboots and no pod survives anyway.
+// Save rewrites the journal as a snapshot (an atomic replace).
 func (l *Ledger) Save() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -187,14 +188,9 @@ func (l *Ledger) saveLocked() error {
 		sort.Strings(ids)
 		fmt.Fprintf(&b, "a %d %s\n", ts, strings.Join(ids, " "))
 	}
-	if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
-		return fmt.Errorf("save state: %w", err)
-	}
-	tmp := l.path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
-		return fmt.Errorf("save state: %w", err)
-	}
-	if err := os.Rename(tmp, l.path); err != nil {
+	// Durable: a ledger lost in a crash would make every device count as dirty, which is safe
+	// but scrubs everything; one half-written would be worse.
+	if err := safefs.WriteFile(l.path, []byte(b.String()), 0o644, safefs.WriteOptions{Durable: true}); err != nil {
 		return fmt.Errorf("save state: %w", err)
 	}
 	if l.journal != nil {

@@ -1,6 +1,9 @@
-// Package pools provides hugepage pools memifnet.io/<pool>: unit files on a
-// hugetlbfs mount that the plugin makes under <stateDir>/pools/<pool>, each
-// pre-faulted on one NUMA node and zeroed before it is handed out again.
+// Package pools provides hugepage pools memifnet.io/<pool>: unit files on a hugetlbfs mount that
+// the plugin makes under <stateDir>/pools/<pool>, each pre-faulted on one NUMA node. Handing a unit
+// out again replaces its file: the old inode is unlinked (its pages go back to the kernel when the
+// last mapping of it goes) and a new file is created, faulted in and given its mode and owner, so
+// a previous tenant that kept a file descriptor or a mapping of its unit, or passed one to another
+// pod, never sees, truncates, locks or re-modes the next tenant's memory.
 package pools
 
 import (
@@ -18,6 +21,7 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 const (
@@ -113,53 +117,80 @@ func (p *Provider) Bytes() map[int]int64 {
 	return out
 }
 
-// Check reports a unit damaged when its file is gone, is not a regular
-// file of the unit size, or the mount under it was replaced.
+// Check reports a unit damaged when its file is gone, is not a regular file of the unit size,
+// or the mount under it was replaced.
 func (p *Provider) Check(id string) error {
-	fi, err := os.Lstat(p.Path(id))
+	d, err := p.open()
 	if err != nil {
 		return fmt.Errorf("unit %s: %w", id, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("unit %s: not a regular file", id)
-	}
-	if fi.Size() != p.pool.UnitSize.Bytes {
-		return fmt.Errorf("unit %s: size %d, want %d", id, fi.Size(), p.pool.UnitSize.Bytes)
-	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(p.dir, &st); err != nil {
+	defer d.Close()
+	st, err := d.Lstat(id)
+	if err != nil {
 		return fmt.Errorf("unit %s: %w", id, err)
 	}
-	if st.Type != unix.HUGETLBFS_MAGIC {
-		return fmt.Errorf("unit %s: %s is no longer hugetlbfs", id, p.dir)
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("unit %s: not a regular file", id)
+	}
+	if st.Size != p.pool.UnitSize.Bytes {
+		return fmt.Errorf("unit %s: size %d, want %d", id, st.Size, p.pool.UnitSize.Bytes)
 	}
 	return nil
 }
 
-// create makes a unit file and faults all its pages in on node, so that the
-// pages are reserved now and not found missing when a pod maps them.
-func (p *Provider) create(id string, node int) error {
-	path := p.Path(id)
-	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
-		if err := os.RemoveAll(path); err != nil {
-			return fmt.Errorf("create unit %s: %w", id, err)
-		}
+// open opens the pool's hugetlbfs mount.
+func (p *Provider) open() (*safefs.Dir, error) {
+	d, err := safefs.Open(p.dir)
+	if err != nil {
+		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, fileMode)
+	fs, err := d.Statfs()
+	if err == nil && fs.Type != unix.HUGETLBFS_MAGIC {
+		err = fmt.Errorf("%s is no longer hugetlbfs", p.dir)
+	}
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// create makes a new unit file, faults all its pages in on node (so they are reserved now and
+// not found missing when a pod maps them), gives it its mode and root as owner, and renames it
+// into place. It never writes through an existing file: the new inode starts empty.
+func (p *Provider) create(id string, node int) error {
+	d, err := p.open()
+	if err != nil {
+		return fmt.Errorf("create unit %s: %w", id, err)
+	}
+	defer d.Close()
+	tmp := "." + id + ".new"
+	if err := d.Remove(tmp); err != nil { // left by a crash
+		return fmt.Errorf("create unit %s: %w", id, err)
+	}
+	f, err := d.OpenFile(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, fileMode)
 	if err != nil {
 		return fmt.Errorf("create unit %s: %w", id, err)
 	}
 	defer f.Close()
-	if err := f.Chmod(fileMode); err != nil {
+	ok := false
+	defer func() {
+		if !ok { // leave no half-faulted file behind: it would hold pages
+			_ = d.Remove(tmp)
+		}
+	}()
+	if err := f.Chown(0, 0); err != nil {
 		return fmt.Errorf("create unit %s: %w", id, err)
 	}
 	if err := onNode(node, func() error {
 		return unix.Fallocate(int(f.Fd()), 0, 0, p.pool.UnitSize.Bytes)
 	}); err != nil {
-		// Leave no half-faulted file behind: it would hold pages and look damaged.
-		_ = os.Remove(path)
 		return fmt.Errorf("fault in unit %s on numa node %d: %w", id, node, err)
 	}
+	if err := d.Rename(tmp, id); err != nil {
+		return fmt.Errorf("create unit %s: %w", id, err)
+	}
+	ok = true
 	return nil
 }
 
@@ -185,29 +216,26 @@ func onNode(node int, fn func() error) error {
 	return <-done
 }
 
-// Scrub zeroes the unit, so nothing of one pod is visible to the next. A
-// damaged unit is recreated on its node.
+// Scrub replaces the unit with a new file. The old file is unlinked first, so that its pages
+// return to the pool of free hugepages before the new file needs them; if a previous tenant still
+// maps it, its pages stay held and creating the new file may fail for want of pages: the unit is
+// then missing (unhealthy) until a later scrub succeeds.
 func (p *Provider) Scrub(id string) error {
-	if err := p.Check(id); err != nil {
-		node, ok := p.nodeOf(id)
-		if !ok {
-			return fmt.Errorf("scrub: unknown unit %s", id)
-		}
-		_ = os.Remove(p.Path(id))
-		return p.create(id, node)
+	node, ok := p.nodeOf(id)
+	if !ok {
+		return fmt.Errorf("scrub: unknown unit %s", id)
 	}
-	f, err := os.OpenFile(p.Path(id), os.O_RDWR, 0)
+	d, err := p.open()
 	if err != nil {
 		return fmt.Errorf("scrub %s: %w", id, err)
 	}
-	defer f.Close()
-	b, err := unix.Mmap(int(f.Fd()), 0, int(p.pool.UnitSize.Bytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	err = d.Remove(id)
+	d.Close()
 	if err != nil {
-		return fmt.Errorf("scrub %s: map: %w", id, err)
+		return fmt.Errorf("scrub %s: %w", id, err)
 	}
-	clear(b)
-	if err := unix.Munmap(b); err != nil {
-		return fmt.Errorf("scrub %s: unmap: %w", id, err)
+	if err := p.create(id, node); err != nil {
+		return fmt.Errorf("scrub %s: %w (hugepages held by the unit's previous tenant come back when it lets go)", id, err)
 	}
 	return nil
 }

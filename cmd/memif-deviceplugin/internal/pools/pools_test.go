@@ -12,6 +12,7 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/hugetest"
+	"github.com/memifnet/memifnet/pkg/alloc"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -156,5 +157,79 @@ func TestPoolWrongPageSizeMount(t *testing.T) {
 	}
 	if len(p.Units()) != 0 {
 		t.Fatalf("units on a mount of the wrong page size: %v", p.Units())
+	}
+}
+
+// TestScrubGivesTheNextTenantANewUnit plays a tenant that keeps its unit's fd and mapping across
+// the scrub (or passed the fd to another pod) and uses them against whoever gets the unit next:
+// it re-modes, re-owns, locks and truncates its old file, and writes through its old mapping.
+// None of it reaches the next tenant, whose unit is a new file.
+func TestScrubGivesTheNextTenantANewUnit(t *testing.T) {
+	hugetest.Need(t, 8)
+	p := newPool(t, t.TempDir(), pool(2))
+	id := p.Units()[0].ID
+	f, err := os.OpenFile(p.Path(id), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a, err := unix.Mmap(int(f.Fd()), 0, 4<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(a)
+	copy(a, "tenant A")
+	var before unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &before); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Scrub(id); err != nil {
+		t.Fatal(err)
+	}
+	// Tenant A, after the scrub, through what it kept.
+	if err := f.Chmod(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Chown(65532, 65532); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	copy(a, "written after the scrub")
+
+	// Tenant B.
+	var st unix.Stat_t
+	if err := unix.Stat(p.Path(id), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Ino == before.Ino {
+		t.Fatal("the scrub kept the unit's inode")
+	}
+	if st.Mode&0o7777 != fileMode || st.Uid != 0 || st.Gid != 0 || st.Size != 4<<20 {
+		t.Fatalf("new unit: mode %o owner %d:%d size %d, want %o 0:0 %d", st.Mode&0o7777, st.Uid, st.Gid, st.Size, fileMode, 4<<20)
+	}
+	r, err := alloc.OpenFileRegion(p.Path(id), 0)
+	if err != nil {
+		t.Fatalf("tenant B cannot claim its unit while tenant A holds the old one: %v", err)
+	}
+	defer r.Close()
+	if !bytes.Equal(r.Mem, make([]byte, 4<<20)) {
+		t.Fatal("tenant B sees tenant A's data")
+	}
+	copy(r.Mem[1<<20:], "tenant B secret")
+	// Tenant A truncates its old file: B's mapping must not fault (a SIGBUS would kill the test).
+	if err := f.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	var sum int
+	for _, c := range r.Mem {
+		sum += int(c)
+	}
+	if string(r.Mem[1<<20:1<<20+15]) != "tenant B secret" || sum == 0 {
+		t.Fatal("tenant B's unit changed")
+	}
+	if p.Check(id) != nil {
+		t.Fatalf("unit unhealthy after the old tenant's tricks: %v", p.Check(id))
 	}
 }

@@ -65,7 +65,9 @@ func New(p Provider, led *ledger.Ledger, log *slog.Logger, cdiWriter *cdi.Writer
 		spec := cdi.Spec{Kind: p.Resource()}
 		for _, u := range p.Units() {
 			m := p.Mount(u.ID)
-			opts := []string{"bind", "rw"}
+			// rbind: a slot carries the CNI's link mount at <slot>/link; a plain bind would show
+			// the container the empty directory beneath it, which the pod could then replace.
+			opts := []string{"rbind", "rw"}
 			if m.ReadOnly {
 				opts[1] = "ro"
 			}
@@ -83,11 +85,21 @@ func New(p Provider, led *ledger.Ledger, log *slog.Logger, cdiWriter *cdi.Writer
 // Name is the extended resource name.
 func (r *Resource) Name() string { return r.p.Resource() }
 
-// CheckHealth checks every device and wakes watchers when anything changed.
+// CheckHealth checks every device, rebuilds a damaged one that no pod holds, and wakes watchers
+// when anything changed. A device being scrubbed or allocated right now keeps its last health: a
+// scrub replaces the device, and a check in the middle would see it missing.
 func (r *Resource) CheckHealth() {
 	changed := false
 	for _, u := range r.p.Units() {
+		l := r.locks[u.ID]
+		if !l.TryLock() {
+			continue
+		}
 		err := r.p.Check(u.ID)
+		if err != nil {
+			err = r.repair(u.ID, err)
+		}
+		l.Unlock()
 		r.mu.Lock()
 		old, seen := r.health[u.ID]
 		if !seen || (old == nil) != (err == nil) {
@@ -106,6 +118,23 @@ func (r *Resource) CheckHealth() {
 	if changed {
 		r.notify()
 	}
+}
+
+// repair rebuilds a damaged device that is not handed out (scrub makes a new one), and returns
+// nil when that worked, else the damage. A handed-out device is left alone: a pod may be using
+// it. The caller holds the device's lock.
+func (r *Resource) repair(id string, damage error) error {
+	if _, dirty := r.led.Dirty(id); dirty {
+		return damage
+	}
+	if err := r.p.Scrub(id); err != nil {
+		return fmt.Errorf("%w; rebuilding it failed: %v", damage, err)
+	}
+	if err := r.p.Check(id); err != nil {
+		return err
+	}
+	r.log.Info("device rebuilt", "device", id, "damage", damage.Error())
+	return nil
 }
 
 func (r *Resource) notify() {
@@ -275,9 +304,11 @@ func (r *Resource) Reclaim(ctx context.Context, inUse map[string]bool, listedAt 
 			continue
 		}
 		l := r.locks[id]
-		if l == nil || !l.TryLock() {
-			continue // being allocated right now
+		if l == nil {
+			continue
 		}
+		// Wait out a health check or an Allocate; an Allocate in between makes the entry differ.
+		l.Lock()
 		if cur, dirty := r.led.Dirty(id); dirty && cur == e {
 			if err := r.p.Scrub(id); err != nil {
 				r.scrubErrors.Add(1)

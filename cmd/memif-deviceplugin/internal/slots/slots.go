@@ -1,20 +1,25 @@
-// Package slots provides memifnet.io/socket: N host directories, one per
-// memif port, that are bind-mounted into containers.
+// Package slots provides memifnet.io/socket: one host directory per memif port, bind-mounted
+// read-write into the container that gets it. Each slot is its own tmpfs, with a size and an
+// inode limit, mounted by the plugin at <stateDir>/sockets/<slot>: a pod can fill only its own
+// slot, never the node's disk. Handing a slot out again replaces its tmpfs (the old one is
+// detached and freed when its last user lets go), so a previous tenant that kept a file
+// descriptor to its slot, or passed one to another pod, sees only the dead file system and never
+// the next tenant's files.
 package slots
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io/fs"
+	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 const (
@@ -24,20 +29,33 @@ const (
 	ContainerRoot = "/run/memifnet"
 	// EnvSockets lists the slot IDs a container got.
 	EnvSockets = "MEMIFNET_SOCKETS"
-	// dirMode lets a non-root app create its socket in the slot. A slot is
-	// mounted into one pod at a time, so world-writable leaks nothing.
-	dirMode = 0o777
+	// rootMode lets a non-root app create its socket in the slot. A slot is mounted into one pod
+	// at a time and replaced before the next, so world-writable leaks nothing.
+	rootMode = 0o777
+	// mountSource marks the plugin's tmpfs mounts in /proc/self/mountinfo.
+	mountSource = "memifnet-slot"
 )
 
-// Provider manages the slot directories under <stateDir>/sockets.
-type Provider struct {
-	dir     string
-	units   []resource.Unit
-	devinfo devinfo.Writer
+// Limits bound one slot's tmpfs.
+type Limits struct {
+	Bytes  int64
+	Inodes int64
 }
 
-// IDs returns the slot names for n slots: slot-000, slot-001, ... The width
-// is at least three digits so names sort in numeric order in ls.
+// Provider manages the slot mounts under <stateDir>/sockets.
+type Provider struct {
+	dir     *safefs.Dir // <stateDir>/sockets: written by the plugin only
+	limits  Limits
+	units   []resource.Unit
+	devinfo devinfo.Writer
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	mount map[string]safefs.Identity // the current tmpfs of each slot
+}
+
+// IDs returns the slot names for n slots: slot-000, slot-001, ... The width is at least three
+// digits so names sort in numeric order in ls.
 func IDs(n int) []string {
 	width := len(fmt.Sprint(n - 1))
 	width = max(width, 3)
@@ -48,39 +66,77 @@ func IDs(n int) []string {
 	return ids
 }
 
-// New creates missing slot directories (existing ones are kept untouched:
-// after a plugin restart they may be in use). Slots are spread over the NUMA
-// nodes in contiguous blocks so that a container can get all of its slots
-// on the node of its pool units and CPUs.
-func New(stateDir string, n int, nodes []int, dw devinfo.Writer) (*Provider, error) {
-	p := &Provider{dir: filepath.Join(stateDir, "sockets"), devinfo: dw}
-	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+// New mounts a tmpfs on every slot that has none. A slot that is already a tmpfs mount (after a
+// plugin restart) is kept as it is: a running pod may be using it. Slots are spread over the
+// NUMA nodes in contiguous blocks so that a container can get all of its slots on the node of its
+// pool units and CPUs.
+func New(stateDir string, n int, nodes []int, limits Limits, dw devinfo.Writer, log *slog.Logger) (*Provider, error) {
+	dir, err := safefs.MkdirAllOpen(stateDir+"/sockets", 0o755)
+	if err != nil {
 		return nil, fmt.Errorf("slots dir: %w", err)
 	}
+	p := &Provider{dir: dir, limits: limits, devinfo: dw, log: log, mount: map[string]safefs.Identity{}}
 	if len(nodes) == 0 {
 		nodes = []int{0}
 	}
 	for i, id := range IDs(n) {
-		node := nodes[i*len(nodes)/n]
-		p.units = append(p.units, resource.Unit{ID: id, Node: node})
-		path := filepath.Join(p.dir, id)
-		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
-			if err := mkdir(path); err != nil {
+		p.units = append(p.units, resource.Unit{ID: id, Node: nodes[i*len(nodes)/n]})
+		mid, mounted, err := p.current(id)
+		switch {
+		case err == nil && mounted:
+			p.mount[id] = mid
+		case err == nil || errors.Is(err, os.ErrNotExist):
+			if err := p.replace(id); err != nil {
+				p.Close()
 				return nil, err
 			}
+		default:
+			p.Close()
+			return nil, fmt.Errorf("slot %s: %w", id, err)
 		}
 	}
 	return p, nil
 }
 
-func mkdir(path string) error {
-	if err := os.Mkdir(path, dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("create slot: %w", err)
+// Close releases the directory handle; the mounts stay (running pods use them).
+func (p *Provider) Close() error { return p.dir.Close() }
+
+// current reports the tmpfs mounted at slot id, if there is one.
+func (p *Provider) current(id string) (safefs.Identity, bool, error) {
+	mid, mounted, err := p.dir.MountAt(id)
+	if err != nil || !mounted {
+		return mid, false, err
 	}
-	// Mkdir is subject to the umask.
-	if err := os.Chmod(path, dirMode); err != nil {
-		return fmt.Errorf("create slot: %w", err)
+	d, err := p.dir.OpenMountDir(id)
+	if err != nil {
+		return mid, false, err
 	}
+	defer d.Close()
+	st, err := d.Statfs()
+	if err != nil {
+		return mid, false, err
+	}
+	if st.Type != unix.TMPFS_MAGIC {
+		return mid, false, fmt.Errorf("%s/%s is a mount of file system type %#x, not the plugin's tmpfs", p.dir.Path(), id, st.Type)
+	}
+	return mid, true, nil
+}
+
+// replace detaches whatever is mounted at slot id and mounts a fresh, empty tmpfs there.
+func (p *Provider) replace(id string) error {
+	if _, err := p.dir.Unmount(id, safefs.Identity{}); err != nil {
+		return fmt.Errorf("slot %s: %w", id, err)
+	}
+	if _, err := p.dir.Mkdir(id, 0o755); err != nil {
+		return fmt.Errorf("slot %s: %w", id, err)
+	}
+	mid, err := p.dir.MountTmpfs(id, safefs.TmpfsOptions{Source: mountSource, Size: p.limits.Bytes, Inodes: p.limits.Inodes, Mode: rootMode})
+	if err != nil {
+		return fmt.Errorf("slot %s: %w", id, err)
+	}
+	p.mu.Lock()
+	p.mount[id] = mid
+	p.mu.Unlock()
 	return nil
 }
 
@@ -91,135 +147,64 @@ func (p *Provider) Resource() string { return ResourceName }
 func (p *Provider) Units() []resource.Unit { return p.units }
 
 // Dir is the host directory of a slot.
-func (p *Provider) Dir(id string) string { return filepath.Join(p.dir, id) }
+func (p *Provider) Dir(id string) string { return p.dir.Path() + "/" + id }
 
-// Check reports a slot damaged when its directory is missing, is not a
-// directory (a symlink could point the container anywhere) or lost its mode.
+// Check reports a slot damaged when the tmpfs the plugin mounted there is gone or replaced, or
+// its root lost its mode.
 func (p *Provider) Check(id string) error {
-	fi, err := os.Lstat(p.Dir(id))
-	if err != nil {
+	p.mu.Lock()
+	want, ok := p.mount[id]
+	p.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("slot %s: not mounted", id)
+	}
+	in, err := p.dir.Inspect(id)
+	switch {
+	case err != nil:
 		return fmt.Errorf("slot %s: %w", id, err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("slot %s: not a directory (%s)", id, fi.Mode().Type())
-	}
-	if fi.Mode().Perm() != dirMode {
-		return fmt.Errorf("slot %s: mode %o, want %o", id, fi.Mode().Perm(), dirMode)
+	case !in.MountRoot:
+		return fmt.Errorf("slot %s: its tmpfs is no longer mounted", id)
+	case in.Identity != want:
+		return fmt.Errorf("slot %s: the mount there (%s) is not the plugin's tmpfs (%s)", id, in.Identity, want)
+	case in.Mode&0o7777 != rootMode:
+		return fmt.Errorf("slot %s: mode %o, want %o", id, in.Mode&0o7777, rootMode)
 	}
 	return nil
 }
 
-// Scrub empties the slot directory and restores it. A link directory the CNI
-// bind-mounted into the slot is unmounted first: deleting through the mount
-// would destroy another pod's link.
+// Scrub gives the slot a fresh tmpfs and removes its device-info file. The old tmpfs, with
+// anything the previous tenant left in it and any link directory the CNI bind-mounted into it,
+// is detached, never deleted through: a link's own files belong to its other pod too.
 func (p *Provider) Scrub(id string) error {
-	path := p.Dir(id)
 	if err := p.devinfo.Remove(ResourceName, id); err != nil {
 		return fmt.Errorf("scrub %s: %w", id, err)
 	}
-	fi, err := os.Lstat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return mkdir(path)
-	case err != nil:
-		return fmt.Errorf("scrub %s: %w", id, err)
-	case !fi.IsDir():
-		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("scrub %s: %w", id, err)
-		}
-		return mkdir(path)
-	}
-	ents, err := os.ReadDir(path)
-	if err != nil {
+	if err := p.replace(id); err != nil {
 		return fmt.Errorf("scrub %s: %w", id, err)
 	}
-	for _, e := range ents {
-		sub := filepath.Join(path, e.Name())
-		if e.IsDir() {
-			if err := unmountAll(sub); err != nil {
-				return fmt.Errorf("scrub %s: %w", id, err)
-			}
-		}
-		if err := os.RemoveAll(sub); err != nil {
-			return fmt.Errorf("scrub %s: %w", id, err)
-		}
-	}
-	return mkdir(path)
+	return nil
 }
 
-// unmountAll removes every mount stacked on path.
-func unmountAll(path string) error {
-	for range 16 {
-		mounted, err := isMountPoint(path)
-		if err != nil || !mounted {
-			return err
-		}
-		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
-			return fmt.Errorf("unmount %s: %w", path, err)
+// UnmountAll detaches every slot's tmpfs: for tests and for removing memifnet from a node, never
+// at plugin shutdown (running pods keep their slots across restarts).
+func (p *Provider) UnmountAll() error {
+	var errs []error
+	for _, u := range p.units {
+		if _, err := p.dir.Unmount(u.ID, safefs.Identity{}); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	return fmt.Errorf("unmount %s: still mounted after 16 unmounts", path)
+	return errors.Join(errs...)
 }
 
-// isMountPoint looks path up in mountinfo: a bind mount from the same file
-// system has the same st_dev, so comparing devices is not enough.
-func isMountPoint(path string) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false, fmt.Errorf("read mountinfo: %w", err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 64<<10), 1<<20)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) > 4 && unescapeMount(fields[4]) == path {
-			return true, nil
-		}
-	}
-	if err := s.Err(); err != nil {
-		return false, fmt.Errorf("read mountinfo: %w", err)
-	}
-	return false, nil
-}
-
-// unescapeMount undoes the octal escapes of mountinfo (\040 for space etc).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var c byte
-			ok := true
-			for _, d := range s[i+1 : i+4] {
-				if d < '0' || d > '7' {
-					ok = false
-					break
-				}
-				c = c*8 + byte(d-'0')
-			}
-			if ok {
-				b.WriteByte(c)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// Mount puts a slot at /run/memifnet/<slot>. The directory is mounted, not
-// a socket file, so sockets made later by the CNI, the host data plane or
-// the app appear in the container.
+// Mount puts a slot at /run/memifnet/<slot>. The directory is mounted, not a socket file, so
+// sockets made later by the CNI, the host data plane or the app appear in the container; the
+// runtime binds it recursively, so a link the CNI mounted on <slot>/link comes along.
 func (p *Provider) Mount(id string) resource.Mount {
 	return resource.Mount{Host: p.Dir(id), Container: ContainerRoot + "/" + id}
 }
 
-// Grant lists the slots in MEMIFNET_SOCKETS and writes their device-info
-// files.
+// Grant lists the slots in MEMIFNET_SOCKETS and writes their device-info files.
 func (p *Provider) Grant(ids []string) (map[string]string, error) {
 	for _, id := range ids {
 		if err := p.devinfo.WriteMemif(ResourceName, id, p.Mount(id).Container+"/memif.sock"); err != nil {
