@@ -27,11 +27,11 @@ kubelet:
 e2e: e2e-tier1 e2e-tier2
 
 e2e-tier1:
-	$(GO) test -tags e2e -count=1 -timeout 10m -v -run 'TestTier1' ./hack/e2e/
+	$(GO) test -tags e2e -count=1 -timeout 10m -v -run 'TestTier1' ./test/e2e/
 
 e2e-tier2:
 	@k=$$(KUBELET_VERSION=$(KUBELET_VERSION) hack/build-kubelet.sh) && \
-		MEMIFNET_KUBELET=$$k $(GO) test -tags e2e -count=1 -timeout 15m -v -run 'TestTier2' ./hack/e2e/
+		MEMIFNET_KUBELET=$$k $(GO) test -tags e2e -count=1 -timeout 15m -v -run 'TestTier2' ./test/e2e/
 
 demo:
 	hack/demo.sh

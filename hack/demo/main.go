@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/memifnet/memifnet/hack/e2e/node"
+	"github.com/memifnet/memifnet/test/e2e/node"
 	"github.com/memifnet/memifnet/pkg/memif"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
-	"github.com/memifnet/memifnet/hack/e2e/node"
+	"github.com/memifnet/memifnet/test/e2e/node"
 	"github.com/memifnet/memifnet/pkg/memif"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 )

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memifnet/memifnet/hack/e2e/node"
+	"github.com/memifnet/memifnet/test/e2e/node"
 	"github.com/memifnet/memifnet/pkg/memif"
 	corev1 "k8s.io/api/core/v1"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"

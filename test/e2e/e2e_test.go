@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memifnet/memifnet/hack/e2e/node"
+	"github.com/memifnet/memifnet/test/e2e/node"
 )
 
 func repoRoot(t *testing.T) string {
