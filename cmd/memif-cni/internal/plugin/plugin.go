@@ -28,8 +28,8 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/mount"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/podlookup"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/podresources"
-	"github.com/memifnet/memifnet/cmd/memif-cni/internal/ports"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
+	"github.com/memifnet/memifnet/internal/ports"
 	"github.com/memifnet/memifnet/pkg/memif"
 )
 
