@@ -15,15 +15,17 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/memifnet/memifnet/pkg/alloc"
 	"github.com/memifnet/memifnet/pkg/memif"
 	"github.com/memifnet/memifnet/pkg/memif/memiftest"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
 // hostSpec reads a slot's port.json and rewrites its socket to the host path, which is what the
 // container would see at /run/memifnet/<slot>.
-func (n *node) hostSpec(slot string) memif.PortSpec {
+func (n *node) hostSpec(slot string) portspec.PortSpec {
 	n.t.Helper()
-	s, err := memif.ReadPortSpec(filepath.Join(n.slotDir(slot), "port.json"))
+	s, err := portspec.Read(filepath.Join(n.slotDir(slot), "port.json"))
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -37,11 +39,16 @@ func (n *node) hostSpec(slot string) memif.PortSpec {
 
 // exchange opens both specs and sends count sequence-numbered packets each way, verifying every
 // payload byte.
-func exchange(t *testing.T, a, b memif.PortSpec, count int) {
+func exchange(t *testing.T, a, b portspec.PortSpec, count int) {
 	t.Helper()
-	open := func(s memif.PortSpec) *memif.Interface {
-		ifc, err := memif.OpenPort(s, memif.WithLogger(memiftest.QuietLogger()), memif.WithPools(""),
-			memif.WithConfig(func(c *memif.Config) { c.Memory = 1 /* memfd: hugepages may be absent */ }))
+	open := func(s portspec.PortSpec) *memif.Interface {
+		cfg, err := memif.PortConfig(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Logger = memiftest.QuietLogger()
+		cfg.NewRegion, cfg.Memory = nil, alloc.BackingMemfd // no pool units; hugepages may be absent
+		ifc, err := memif.Open(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

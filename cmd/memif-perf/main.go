@@ -9,7 +9,7 @@
 // refused the handshake.
 //
 // In a pod wired by memif-cni, --port NAME opens the port memif-cni described in
-// /run/memifnet/*/port.json ($MEMIFNET_DIR overrides the directory) with memif.OpenPort: role,
+// /run/memifnet/*/port.json ($MEMIFNET_DIR overrides the directory) with memif.PortConfig: role,
 // socket, id, secret, mode, queues and sizes then come from port.json, and the flags that would
 // set them are refused.
 package main
@@ -29,6 +29,7 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/memif-perf/internal/traffic"
 	"github.com/memifnet/memifnet/pkg/memif"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
 func main() { os.Exit(run()) }
@@ -56,7 +57,7 @@ func run() int {
 		rxMode     = fs.String("rx-mode", "poll", "how receivers wait: poll (spin), interrupt (sleep on the ring eventfd after each empty poll) or adaptive (sleep after --spins empty polls)")
 		spins      = fs.Int("spins", 1000, "adaptive mode: empty polls before sleeping")
 		zeroCopy   = fs.Bool("zero-copy", false, "client: announce a buffer pool and point descriptors at it (no copy on the peer's side of the region)")
-		port       = fs.String("port", "", "open the memif-cni port NAME from $MEMIFNET_DIR/*/port.json (default dir "+memif.DefaultPortDir+"); port.json then sets role, socket, id, secret, mode, queues and sizes")
+		port       = fs.String("port", "", "open the memif-cni port NAME from $MEMIFNET_DIR/*/port.json (default dir "+portspec.DefaultDir+"); port.json then sets role, socket, id, secret, mode, queues and sizes")
 	)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return traffic.ExitUsage
@@ -116,7 +117,6 @@ func run() int {
 		RxQueues: *queues, TxQueues: *queues, RingSize: *ringSize, BufferSize: *bufSize,
 		ZeroCopy: *zeroCopy, Logger: logger,
 	}
-	var open func() (*memif.Interface, error)
 	if *port != "" {
 		var set []string
 		fs.Visit(func(f *flag.Flag) {
@@ -131,19 +131,17 @@ func run() int {
 		if err != nil {
 			return usage("--port: %v", err)
 		}
-		if cfg, err = spec.Config(); err != nil {
+		if cfg, err = memif.PortConfig(spec); err != nil {
 			return usage("--port: %v", err)
 		}
 		cfg.Logger = logger
 		*queues, *bufSize = spec.Queues, spec.BufferSize
 		fmt.Fprintf(os.Stderr, "memif-perf: port %q from %s: %s, socket %s, id %d, %d queue(s)\n",
 			spec.Name, spec.File, spec.Role, spec.Socket, spec.ID, spec.Queues)
-		open = func() (*memif.Interface, error) { return memif.OpenPort(spec, memif.WithLogger(logger)) }
 	}
 
 	s := &traffic.Session{
 		Memif: cfg,
-		Open:  open,
 		Traffic: traffic.Config{
 			Mode: m, Size: *size, Burst: *burst, Verify: *verifyFlag, Queues: *queues,
 			MaxFrame: max(*size, *bufSize, 2048), Src: src, Dst: dst, RxMode: rxm, Spins: *spins,
@@ -179,23 +177,19 @@ var portSets = map[string]bool{
 }
 
 // lookupPort finds port name among the port.json files memif-cni wrote into the pod.
-func lookupPort(name string) (memif.PortSpec, error) {
-	specs, err := memif.Discover()
+func lookupPort(name string) (portspec.PortSpec, error) {
+	specs, err := portspec.Discover()
 	if err != nil {
-		return memif.PortSpec{}, err
+		return portspec.PortSpec{}, err
 	}
-	if spec, ok := memif.Lookup(specs, name); ok {
+	if spec, ok := portspec.Lookup(specs, name); ok {
 		return spec, nil
-	}
-	dir := os.Getenv(memif.EnvPortDir)
-	if dir == "" {
-		dir = memif.DefaultPortDir
 	}
 	names := make([]string, 0, len(specs))
 	for _, s := range specs {
 		names = append(names, s.Name)
 	}
-	return memif.PortSpec{}, fmt.Errorf("no port %q in %s/*/port.json (ports: %q)", name, dir, names)
+	return portspec.PortSpec{}, fmt.Errorf("no port %q in %s/*/%s (ports: %q)", name, portspec.Dir(), portspec.FileName, names)
 }
 
 func parseMAC(s string) ([6]byte, error) {

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memifnet/memifnet/pkg/memif"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
 // writePort writes <dir>/<slot>/port.json as memif-cni does in a pod.
-func writePort(t *testing.T, dir, slot string, s memif.PortSpec) {
+func writePort(t *testing.T, dir, slot string, s portspec.PortSpec) {
 	t.Helper()
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -30,8 +30,8 @@ func writePort(t *testing.T, dir, slot string, s memif.PortSpec) {
 // startIn runs memif-perf with $MEMIFNET_DIR set to dir and no pool units.
 func startIn(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
-	t.Setenv(memif.EnvPortDir, dir)
-	t.Setenv(memif.EnvPools, "")
+	t.Setenv(portspec.EnvDir, dir)
+	t.Setenv(portspec.EnvPools, "")
 	return start(t, args...)
 }
 
@@ -44,8 +44,8 @@ func TestPortFromPortJSON(t *testing.T) {
 	}
 	linkDir := t.TempDir()
 	sock := filepath.Join(linkDir, "memif.sock")
-	base := memif.PortSpec{
-		Version: memif.PortSpecVersion, Mode: "ethernet", ID: 7, Socket: sock, Secret: "s3cret",
+	base := portspec.PortSpec{
+		Version: portspec.Version, Mode: "ethernet", ID: 7, Socket: sock, Secret: "s3cret",
 		Queues: 2, RingSize: 512, BufferSize: 2048, Link: "chain-1",
 	}
 	east, west := base, base
@@ -81,8 +81,8 @@ func TestPortFromPortJSON(t *testing.T) {
 
 func TestPortUsageErrors(t *testing.T) {
 	dir := t.TempDir()
-	writePort(t, dir, "slot-000", memif.PortSpec{
-		Version: memif.PortSpecVersion, Name: "east", Role: "server", Mode: "ethernet",
+	writePort(t, dir, "slot-000", portspec.PortSpec{
+		Version: portspec.Version, Name: "east", Role: "server", Mode: "ethernet",
 		Socket: filepath.Join(dir, "memif.sock"), Queues: 1, RingSize: 1024, BufferSize: 2048, Link: "l",
 	})
 	cases := []struct {
@@ -96,7 +96,7 @@ func TestPortUsageErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		cmd := exec.Command(binary(t), c.args...)
-		cmd.Env = append(os.Environ(), memif.EnvPortDir+"="+dir)
+		cmd.Env = append(os.Environ(), portspec.EnvDir+"="+dir)
 		out, err := cmd.CombinedOutput()
 		ee, ok := err.(*exec.ExitError)
 		if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), c.want) {

@@ -28,9 +28,9 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/mount"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/podlookup"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/podresources"
-	"github.com/memifnet/memifnet/cmd/memif-cni/internal/ports"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
-	"github.com/memifnet/memifnet/pkg/memif"
+	"github.com/memifnet/memifnet/internal/ports"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
 // Error codes of this plugin (CNI reserves 1-99 for the spec; 100+ are the plugin's own).
@@ -115,7 +115,7 @@ func Add(args *skel.CmdArgs) error {
 			IPAM:    r.Mode == "ip" && conf.IPAMType != "",
 			DevInfo: devinfo.CNIPath(conf.DeviceInfoDir, args.ContainerID, args.IfName, r.Name),
 		})
-		if r.Peer == memif.PeerHost {
+		if r.Peer == portspec.PeerHost {
 			att.Ports[i].HostDesc = filepath.Join(conf.StoreDir(), "host-ports", slots[i]+".json")
 		}
 	}
@@ -176,8 +176,8 @@ func wire(ctx context.Context, conf *config.NetConf, args *skel.CmdArgs, st stat
 			return nil, cniErr(types.ErrIOFailure, "slot directory missing",
 				"slot %s of pod %s/%s: %s is not a directory (is memif-deviceplugin running with the same stateDir?)", p.Slot, att.Namespace, att.Pod, slotDir)
 		}
-		spec := memif.PortSpec{
-			Version: memif.PortSpecVersion, Name: r.Name, Mode: r.Mode, ID: r.ID, Queues: r.Queues,
+		spec := portspec.PortSpec{
+			Version: portspec.Version, Name: r.Name, Mode: r.Mode, ID: r.ID, Queues: r.Queues,
 			RingSize: r.RingSize, BufferSize: r.BufferSize, ZeroCopy: r.ZeroCopy, Link: r.Link, Peer: r.Peer,
 		}
 		if r.Mode == "ethernet" {
@@ -271,7 +271,7 @@ type HostPort struct {
 	Port       string `json:"port"`
 }
 
-func writeHostDesc(file, hostSocket string, att *state.Attachment, spec memif.PortSpec) error {
+func writeHostDesc(file, hostSocket string, att *state.Attachment, spec portspec.PortSpec) error {
 	role := "server"
 	if spec.Role == "server" {
 		role = "client"
@@ -280,7 +280,7 @@ func writeHostDesc(file, hostSocket string, att *state.Attachment, spec memif.Po
 		Queues: spec.Queues, RingSize: spec.RingSize, BufferSize: spec.BufferSize, Namespace: att.Namespace, Pod: att.Pod, Port: spec.Name}, 0o600)
 }
 
-func writePortSpec(file string, spec memif.PortSpec) error {
+func writePortSpec(file string, spec portspec.PortSpec) error {
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("port spec %s: %w", file, err)
 	}
@@ -476,7 +476,7 @@ func Check(args *skel.CmdArgs) error {
 	var problems []string
 	for _, p := range att.Ports {
 		slotDir := filepath.Join(conf.SlotsDir(), p.Slot)
-		spec, err := memif.ReadPortSpec(filepath.Join(slotDir, PortFile))
+		spec, err := portspec.Read(filepath.Join(slotDir, PortFile))
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue

@@ -23,10 +23,7 @@ const (
 // Session is one memif-perf run: open the interface, wait for the link, run the loops for the
 // duration, report.
 type Session struct {
-	Memif memif.Config
-	// Open, when set, opens the interface instead of memif.Open(Memif) (memif-perf --port uses
-	// memif.OpenPort, which also maps the pod's hugepage pool unit).
-	Open           func() (*memif.Interface, error)
+	Memif          memif.Config
 	Traffic        Config
 	Duration       time.Duration // from link up; 0 = until ctx ends
 	ConnectTimeout time.Duration
@@ -36,11 +33,7 @@ type Session struct {
 // Run returns the process exit code. The final line on Stdout is always the machine-readable
 // summary; progress and diagnostics go to Stderr.
 func (s *Session) Run(ctx context.Context) int {
-	open := s.Open
-	if open == nil {
-		open = func() (*memif.Interface, error) { return memif.Open(s.Memif) }
-	}
-	iface, err := open()
+	iface, err := memif.Open(s.Memif)
 	if err != nil {
 		fmt.Fprintf(s.Stderr, "memif-perf: %v\n", err)
 		s.summary(Totals{}, 0, nil)

@@ -1,5 +1,7 @@
 // Package ports parses the memifnet.io/ports pod annotation into validated port requests. Every
-// problem is reported with the port and field it concerns, before the plugin touches anything.
+// problem is reported with the port and field it concerns, before the caller touches anything.
+// It is the one parser of the annotation: memif-cni uses it at ADD, and an admission webhook or
+// DRA driver can refuse the same bad annotations with the same messages.
 package ports
 
 import (
@@ -9,7 +11,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/memifnet/memifnet/pkg/memif"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
 // Annotation is the pod annotation that asks for memif ports.
@@ -122,7 +124,7 @@ func parseShort(v string) ([]Port, error) {
 			}
 			p.Link = link
 		} else {
-			p.Peer = memif.PeerHost
+			p.Peer = portspec.PeerHost
 		}
 		ps = append(ps, p)
 	}
@@ -138,7 +140,7 @@ func validate(ps []Port) error {
 		bad := func(field, format string, a ...any) {
 			errs = append(errs, fmt.Errorf("port %d (%s): field %q: %s", i, p.Name, field, fmt.Sprintf(format, a...)))
 		}
-		if !memif.IsPortName(p.Name) {
+		if !portspec.IsPortName(p.Name) {
 			bad("name", "%q must be 1-15 characters of [a-z0-9-], starting and ending alphanumeric", p.Name)
 		} else if j, dup := names[p.Name]; dup {
 			bad("name", "%q is also the name of port %d", p.Name, j)
@@ -150,8 +152,8 @@ func validate(ps []Port) error {
 			bad("link", "set together with peer; a port has one or the other")
 		case p.Link == "" && p.Peer == "":
 			bad("link", `missing: set "link" (a pod-to-pod link) or "peer": "host"`)
-		case p.Peer != "" && p.Peer != memif.PeerHost:
-			bad("peer", "%q must be %q", p.Peer, memif.PeerHost)
+		case p.Peer != "" && p.Peer != portspec.PeerHost:
+			bad("peer", "%q must be %q", p.Peer, portspec.PeerHost)
 		case p.Link != "" && !isLinkName(p.Link):
 			bad("link", "%q must be 1-63 characters of [a-z0-9-], starting and ending alphanumeric", p.Link)
 		case p.Link != "":
@@ -166,14 +168,14 @@ func validate(ps []Port) error {
 		if p.Mode == "" {
 			p.Mode = DefaultMode
 		}
-		if _, err := memif.ParseMode(p.Mode); err != nil {
+		if err := portspec.CheckMode(p.Mode); err != nil {
 			bad("mode", "%v", err)
 		}
 		if p.Queues == 0 {
 			p.Queues = DefaultQueues
 		}
-		if p.Queues < 1 || p.Queues > memif.MaxQueues {
-			bad("queues", "%d must be 1..%d", p.Queues, memif.MaxQueues)
+		if p.Queues < 1 || p.Queues > portspec.MaxQueues {
+			bad("queues", "%d must be 1..%d", p.Queues, portspec.MaxQueues)
 		}
 		if p.RingSize == 0 {
 			p.RingSize = DefaultRingSize

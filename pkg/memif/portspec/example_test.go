@@ -1,4 +1,4 @@
-package memif_test
+package portspec_test
 
 import (
 	"context"
@@ -7,15 +7,16 @@ import (
 	"time"
 
 	"github.com/memifnet/memifnet/pkg/memif"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
 // An application in a pod finds the ports memif-cni wired for it and opens one by name.
 func ExampleDiscover() {
-	specs, err := memif.Discover() // reads /run/memifnet/*/port.json
+	specs, err := portspec.Discover() // reads /run/memifnet/*/port.json
 	if err != nil {
 		log.Fatal(err)
 	}
-	spec, ok := memif.Lookup(specs, "east")
+	spec, ok := portspec.Lookup(specs, "east")
 	if !ok {
 		fmt.Println("no port east in this pod")
 		return

@@ -1,0 +1,89 @@
+package memif
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/memifnet/memifnet/pkg/alloc"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
+)
+
+// OpenPort opens the interface a port spec describes (see portspec.Discover) with the Config
+// PortConfig builds. Use PortConfig and Open instead to change settings port.json does not carry.
+func OpenPort(s portspec.PortSpec) (*Interface, error) {
+	cfg, err := PortConfig(s)
+	if err != nil {
+		return nil, err
+	}
+	ifc, err := Open(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("memif port %q (%s): %w", s.Name, s.File, err)
+	}
+	return ifc, nil
+}
+
+// PortConfig converts a port spec to a Config for Open: role, socket, id, secret, mode, name and
+// sizes. When the pod was granted hugepage pool units ($MEMIFNET_POOLS, portspec.PoolFiles) and
+// this side is the client (the side that creates the shared memory), NewRegion maps the region
+// from a pool unit, so a pod whose pool is there gets its pre-faulted hugepages or a clear error
+// rather than a silent fallback to small pages; set NewRegion to nil to use Memory instead.
+// Fields the spec does not carry (logger, timeouts, cache line, application name) keep their
+// defaults.
+func PortConfig(s portspec.PortSpec) (Config, error) {
+	if err := s.Validate(); err != nil {
+		return Config{}, fmt.Errorf("memif port %q: %w", s.Name, err)
+	}
+	role := RoleClient
+	if s.Role == portspec.RoleServer {
+		role = RoleServer
+	}
+	mode, _ := parseMode(s.Mode)
+	cfg := Config{
+		Role:       role,
+		Socket:     s.Socket,
+		ID:         s.ID,
+		Secret:     s.Secret,
+		Mode:       mode,
+		Name:       s.Name,
+		RxQueues:   s.Queues,
+		TxQueues:   s.Queues,
+		RingSize:   s.RingSize,
+		BufferSize: s.BufferSize,
+	}
+	if pools := portspec.PoolFiles(); cfg.Role == RoleClient && len(pools) > 0 {
+		cfg.NewRegion = poolRegion(pools)
+	}
+	return cfg, nil
+}
+
+// ReadPortSpec is portspec.Read, kept for the end-to-end tests and the demo under hack/ until
+// they move to test/e2e (issue 12); new code calls portspec.Read.
+func ReadPortSpec(file string) (portspec.PortSpec, error) { return portspec.Read(file) }
+
+// parseMode converts a mode name of port.json to a Mode.
+func parseMode(s string) (Mode, error) {
+	switch s {
+	case portspec.ModeEthernet:
+		return ModeEthernet, nil
+	case portspec.ModeIP:
+		return ModeIP, nil
+	case portspec.ModePuntInject:
+		return ModePuntInject, nil
+	}
+	return 0, portspec.CheckMode(s)
+}
+
+// poolRegion maps the client's region from the first pool unit that no other interface of the
+// pod holds (OpenFileRegion locks a unit while it is mapped).
+func poolRegion(units []string) func(string, int) (*alloc.Region, error) {
+	return func(_ string, size int) (*alloc.Region, error) {
+		for _, u := range units {
+			r, err := alloc.OpenFileRegion(u, size)
+			if errors.Is(err, alloc.ErrFileInUse) {
+				continue
+			}
+			return r, err
+		}
+		return nil, fmt.Errorf("all %d hugepage pool units (%s) are in use by other interfaces", len(units), portspec.EnvPools)
+	}
+}
