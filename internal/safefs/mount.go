@@ -112,14 +112,14 @@ func (d *Dir) MountTmpfs(name string, o TmpfsOptions) (Identity, error) {
 		return Identity{}, fmt.Errorf("safefs: tmpfs for %s: %w", d.join(name), err)
 	}
 	defer unix.Close(mfd)
-	var st unix.Stat_t
-	if err := unix.Fstat(mfd, &st); err != nil {
-		return Identity{}, fmt.Errorf("safefs: tmpfs for %s: %w", d.join(name), err)
-	}
 	if err := unix.MoveMount(mfd, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return Identity{}, fmt.Errorf("safefs: mount tmpfs on %s: %w", d.join(name), err)
 	}
-	return identityOf(&st), nil
+	id, err := fdIdentity(mfd)
+	if err != nil {
+		return Identity{}, fmt.Errorf("safefs: tmpfs on %s: %w", d.join(name), err)
+	}
+	return id, nil
 }
 
 // newTmpfs makes a detached tmpfs mount and returns its fd.
@@ -153,28 +153,37 @@ func newTmpfs(o TmpfsOptions) (int, error) {
 }
 
 // Bind mounts src (a directory the caller opened: its own mount root or any directory) on the
-// directory name beneath d, without its submounts. The mount keeps src's mount flags.
-func (d *Dir) Bind(src *Dir, name string) error {
+// directory name beneath d, without its submounts, and returns the new mount's identity. The mount
+// keeps src's mount flags.
+func (d *Dir) Bind(src *Dir, name string) (Identity, error) {
 	target, err := d.mountTarget(name)
 	if err != nil {
-		return err
+		return Identity{}, err
 	}
 	defer unix.Close(target)
 	if !useNewMountAPI() {
 		if err := unix.Mount(procPath(src.fd, ""), procPath(target, ""), "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("safefs: bind %s on %s: %w", src.path, d.join(name), err)
+			return Identity{}, fmt.Errorf("safefs: bind %s on %s: %w", src.path, d.join(name), err)
 		}
-		return nil
+		id, mounted, err := d.MountAt(name)
+		if err == nil && !mounted {
+			err = fmt.Errorf("safefs: %s: no mount after binding", d.join(name))
+		}
+		return id, err
 	}
 	tree, err := unix.OpenTree(src.fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
 	if err != nil {
-		return fmt.Errorf("safefs: clone %s: %w", src.path, err)
+		return Identity{}, fmt.Errorf("safefs: clone %s: %w", src.path, err)
 	}
 	defer unix.Close(tree)
 	if err := unix.MoveMount(tree, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-		return fmt.Errorf("safefs: bind %s on %s: %w", src.path, d.join(name), err)
+		return Identity{}, fmt.Errorf("safefs: bind %s on %s: %w", src.path, d.join(name), err)
 	}
-	return nil
+	id, err := fdIdentity(tree)
+	if err != nil {
+		return Identity{}, fmt.Errorf("safefs: bind on %s: %w", d.join(name), err)
+	}
+	return id, nil
 }
 
 // MountAt reports whether name (one component beneath d, not a symlink) is a mount point and, if
@@ -201,11 +210,11 @@ func (d *Dir) Inspect(name string) (Info, error) {
 	if err := checkName(name, false); err != nil {
 		return Info{}, err
 	}
-	var stx unix.Statx_t
-	if err := unix.Statx(d.fd, name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT, unix.STATX_BASIC_STATS|unix.STATX_MNT_ID, &stx); err != nil {
+	stx, err := statx(d.fd, name)
+	if err != nil {
 		return Info{}, &os.PathError{Op: "statx", Path: d.join(name), Err: err}
 	}
-	in := Info{Identity: Identity{Dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), Ino: stx.Ino}, Mode: uint32(stx.Mode)}
+	in := Info{Identity: identityOfStatx(&stx), Mode: uint32(stx.Mode)}
 	switch stx.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 	case unix.S_IFLNK:
@@ -217,15 +226,11 @@ func (d *Dir) Inspect(name string) (Info, error) {
 		in.MountRoot = stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
 		return in, nil
 	}
-	var pstx unix.Statx_t
-	if err := unix.Statx(d.fd, "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS|unix.STATX_MNT_ID, &pstx); err != nil {
+	pstx, err := statx(d.fd, "")
+	if err != nil {
 		return Info{}, fmt.Errorf("safefs: statx %s: %w", d.path, err)
 	}
-	if stx.Mask&unix.STATX_MNT_ID != 0 && pstx.Mask&unix.STATX_MNT_ID != 0 {
-		in.MountRoot = stx.Mnt_id != pstx.Mnt_id
-	} else {
-		in.MountRoot = stx.Dev_major != pstx.Dev_major || stx.Dev_minor != pstx.Dev_minor
-	}
+	in.MountRoot = differentMounts(&stx, &pstx)
 	return in, nil
 }
 

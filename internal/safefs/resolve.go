@@ -152,21 +152,26 @@ var forceMntIDCompare bool
 // opened from; it is used when the kernel cannot say directly (before Linux 5.8), by comparing the
 // mount ids of the two.
 func isMountRoot(fd, parent int) (bool, error) {
-	var stx unix.Statx_t
-	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_MNT_ID, &stx); err != nil {
+	stx, err := statx(fd, "")
+	if err != nil {
 		return false, err
 	}
 	if !forceMntIDCompare && stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 {
 		return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
 	}
-	var pstx unix.Statx_t
-	if err := unix.Statx(parent, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_MNT_ID, &pstx); err != nil {
+	pstx, err := statx(parent, "")
+	if err != nil {
 		return false, err
 	}
-	if stx.Mask&unix.STATX_MNT_ID != 0 && pstx.Mask&unix.STATX_MNT_ID != 0 {
-		return stx.Mnt_id != pstx.Mnt_id, nil
+	return differentMounts(&stx, &pstx), nil
+}
+
+// differentMounts compares the mount ids of two statx results (the device numbers on kernels
+// before 5.8, which miss a bind mount of the same file system: only a case we refuse anyway).
+func differentMounts(a, b *unix.Statx_t) bool {
+	const ids = unix.STATX_MNT_ID | unix.STATX_MNT_ID_UNIQUE
+	if a.Mask&ids != 0 && a.Mask&ids == b.Mask&ids {
+		return a.Mnt_id != b.Mnt_id
 	}
-	// Oldest kernels: a different device is a different mount (a bind mount of the same file
-	// system is missed, which only matters where we would refuse anyway).
-	return stx.Dev_major != pstx.Dev_major || stx.Dev_minor != pstx.Dev_minor, nil
+	return a.Dev_major != b.Dev_major || a.Dev_minor != b.Dev_minor
 }

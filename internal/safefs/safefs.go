@@ -55,21 +55,55 @@ func (e *RefusedError) Error() string { return "refusing " + e.Path + ": " + e.R
 // Is makes errors.Is(err, ErrRefused) true.
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
-// Identity names a file or directory independently of its path: device and inode. A mount's
-// identity is that of its root directory, so it tells apart two tmpfs mounts made at one path.
+// Identity names a directory independently of its path: its device and inode, and the mount it
+// was reached through. Device numbers of tmpfs are reused once a file system is gone and every
+// tmpfs root is inode 1, so two tmpfs mounts made one after the other at one path may share device
+// and inode; the mount id tells them apart (unique for the machine's uptime from Linux 6.8,
+// STATX_MNT_ID_UNIQUE; before, the kernel's reusable mount id).
 type Identity struct {
-	Dev uint64 `json:"dev"`
-	Ino uint64 `json:"ino"`
+	Dev   uint64 `json:"dev"`
+	Ino   uint64 `json:"ino"`
+	Mount uint64 `json:"mount"`
 }
 
 // IsZero reports whether the identity was never set.
 func (i Identity) IsZero() bool { return i == Identity{} }
 
+// SameFile reports whether i and o are the same directory, whatever mount shows it (a bind
+// mount shows its source's root).
+func (i Identity) SameFile(o Identity) bool { return i.Dev == o.Dev && i.Ino == o.Ino }
+
 func (i Identity) String() string {
-	return fmt.Sprintf("dev %d:%d ino %d", unix.Major(i.Dev), unix.Minor(i.Dev), i.Ino)
+	return fmt.Sprintf("dev %d:%d ino %d mount %d", unix.Major(i.Dev), unix.Minor(i.Dev), i.Ino, i.Mount)
 }
 
-func identityOf(st *unix.Stat_t) Identity { return Identity{Dev: st.Dev, Ino: st.Ino} }
+// statxMask asks for the unique mount id where the kernel has one (the kernel answers
+// STATX_MNT_ID_UNIQUE when asked for both) and the reusable one elsewhere.
+const statxMask = unix.STATX_BASIC_STATS | unix.STATX_MNT_ID | unix.STATX_MNT_ID_UNIQUE
+
+// statx describes name beneath dirfd (or dirfd itself when name is "") without following it.
+func statx(dirfd int, name string) (unix.Statx_t, error) {
+	var stx unix.Statx_t
+	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_NO_AUTOMOUNT
+	if name == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	err := unix.Statx(dirfd, name, flags, statxMask, &stx)
+	return stx, err
+}
+
+func identityOfStatx(stx *unix.Statx_t) Identity {
+	return Identity{Dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), Ino: stx.Ino, Mount: stx.Mnt_id}
+}
+
+// fdIdentity is the identity of what fd refers to.
+func fdIdentity(fd int) (Identity, error) {
+	stx, err := statx(fd, "")
+	if err != nil {
+		return Identity{}, err
+	}
+	return identityOfStatx(&stx), nil
+}
 
 // Dir is an open directory. Its methods resolve names beneath it and never outside.
 type Dir struct {
@@ -139,13 +173,13 @@ func checkName(name string, multi bool) error {
 	return nil
 }
 
-// Identity is the device and inode of the directory itself.
+// Identity is the identity of the directory itself.
 func (d *Dir) Identity() (Identity, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(d.fd, &st); err != nil {
+	id, err := fdIdentity(d.fd)
+	if err != nil {
 		return Identity{}, fmt.Errorf("safefs: stat %s: %w", d.path, err)
 	}
-	return identityOf(&st), nil
+	return id, nil
 }
 
 // Stat is fstat of the directory.

@@ -401,8 +401,12 @@ func TestBindAndUnmountOnlyWhatWasMade(t *testing.T) {
 		if _, err := slot.Mkdir("link", 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := slot.Bind(src, "link"); err != nil {
+		bindID, err := slot.Bind(src, "link")
+		if err != nil {
 			t.Fatal(err)
+		}
+		if !bindID.SameFile(srcID) || bindID == srcID {
+			t.Fatalf("bind %v of %v: want the same directory through another mount", bindID, srcID)
 		}
 		if err := os.WriteFile(filepath.Join(root, "slot", "link", "memif.sock"), nil, 0o644); err != nil {
 			t.Fatal(err)
@@ -411,22 +415,24 @@ func TestBindAndUnmountOnlyWhatWasMade(t *testing.T) {
 			t.Fatalf("the bind does not show the link: %v", err)
 		}
 		id, mounted, err := slot.MountAt("link")
-		if err != nil || !mounted || id != srcID {
-			t.Fatalf("MountAt(link) = %v %v %v, want %v", id, mounted, err, srcID)
+		if err != nil || !mounted || id != bindID {
+			t.Fatalf("MountAt(link) = %v %v %v, want %v", id, mounted, err, bindID)
 		}
-		if err := slot.Bind(src, "link"); !errors.Is(err, ErrRefused) {
+		if _, err := slot.Bind(src, "link"); !errors.Is(err, ErrRefused) {
 			t.Fatalf("second bind: %v, want refused (already mounted)", err)
 		}
-		if _, err := slot.Unmount("link", Identity{Dev: srcID.Dev, Ino: srcID.Ino + 1}); !errors.Is(err, ErrRefused) {
-			t.Fatalf("unmount with another identity: %v, want refused", err)
+		for _, other := range []Identity{srcID, {Dev: bindID.Dev, Ino: bindID.Ino, Mount: bindID.Mount + 1}} {
+			if _, err := slot.Unmount("link", other); !errors.Is(err, ErrRefused) {
+				t.Fatalf("unmount with another identity: %v, want refused", err)
+			}
 		}
 		if !isMounted(t, filepath.Join(root, "slot", "link")) {
 			t.Fatal("a refused unmount unmounted")
 		}
-		if ok, err := slot.Unmount("link", srcID); err != nil || !ok {
+		if ok, err := slot.Unmount("link", bindID); err != nil || !ok {
 			t.Fatalf("unmount: %v %v", ok, err)
 		}
-		if ok, err := slot.Unmount("link", srcID); err != nil || ok {
+		if ok, err := slot.Unmount("link", bindID); err != nil || ok {
 			t.Fatalf("second unmount: %v %v, want nothing to do", ok, err)
 		}
 		if _, err := os.Stat(filepath.Join(root, "links", "l1", "memif.sock")); err != nil {
@@ -446,7 +452,7 @@ func TestBindAndUnmountRefuseSymlinks(t *testing.T) {
 			t.Fatal(err)
 		}
 		slot := openT(t, filepath.Join(root, "slot"))
-		if err := slot.Bind(src, "link"); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "symlink") {
+		if _, err := slot.Bind(src, "link"); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "symlink") {
 			t.Fatalf("bind on a symlink: %v, want a refusal naming the symlink", err)
 		}
 		if ok, err := slot.Unmount("link", Identity{}); ok || !errors.Is(err, ErrRefused) {
@@ -468,15 +474,20 @@ func TestBindAndUnmountRefuseSymlinks(t *testing.T) {
 func TestRacingPodCannotRedirectMounts(t *testing.T) {
 	needRoot(t)
 	eachMode(t, func(t *testing.T) {
-		root, _, src, srcID := linkSetup(t)
+		root, _, src, _ := linkSetup(t)
 		victim := filepath.Join(filepath.Dir(root), "host-mount")
 		mountTmpfsAt(t, victim)
 		victimID := func() Identity {
-			var st unix.Stat_t
-			if err := unix.Stat(victim, &st); err != nil {
+			d, err := Open(victim)
+			if err != nil {
 				t.Fatal(err)
 			}
-			return identityOf(&st)
+			defer d.Close()
+			id, err := d.Identity()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
 		}
 		before := victimID()
 		slotPath := filepath.Join(root, "slot")
@@ -497,10 +508,13 @@ func TestRacingPodCannotRedirectMounts(t *testing.T) {
 		binds := 0
 		for range 2000 {
 			_, _ = slot.Mkdir("link", 0o755)
-			if slot.Bind(src, "link") == nil {
+			if id, err := slot.Bind(src, "link"); err == nil {
 				binds++
+				if _, err := slot.Unmount("link", id); err != nil {
+					t.Error(err)
+				}
 			}
-			if _, err := slot.Unmount("link", srcID); err != nil && !errors.Is(err, ErrRefused) {
+			if _, err := slot.Unmount("link", Identity{}); err != nil && !errors.Is(err, ErrRefused) {
 				t.Error(err)
 			}
 			if victimID() != before {
@@ -509,7 +523,6 @@ func TestRacingPodCannotRedirectMounts(t *testing.T) {
 		}
 		stop.Store(true)
 		wg.Wait()
-		_, _ = slot.Unmount("link", srcID)
 		if !isMounted(t, victim) || victimID() != before {
 			t.Fatal("the host mount changed")
 		}
@@ -561,6 +574,33 @@ func FuzzResolve(f *testing.F) {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
 			t.Fatalf("resolve(%q) opened a symlink", name)
+		}
+	})
+}
+
+// TestRemountedTmpfsHasNewIdentity: tmpfs roots are all inode 1 and device numbers come back
+// once a file system is gone, so only the mount id tells a slot's new tmpfs from its old one.
+func TestRemountedTmpfsHasNewIdentity(t *testing.T) {
+	needRoot(t)
+	eachMode(t, func(t *testing.T) {
+		root, _ := tree(t)
+		d := openT(t, root)
+		if _, err := d.Mkdir("slot", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[Identity]bool{}
+		for range 4 {
+			id, err := d.MountTmpfs("slot", TmpfsOptions{Size: 64 << 10, Inodes: 8, Mode: 0o777})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[id] {
+				t.Fatalf("identity %v seen before", id)
+			}
+			seen[id] = true
+			if ok, err := d.Unmount("slot", id); err != nil || !ok {
+				t.Fatal(ok, err)
+			}
 		}
 	})
 }
