@@ -21,6 +21,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/kubeletfake"
+	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 // Binaries built once per test run.
@@ -123,24 +125,39 @@ func newNode(t testing.TB, slots int) *node {
 	root := t.TempDir()
 	n := &node{t: t, root: root, stateDir: filepath.Join(root, "memifnet"), kubeletDir: filepath.Join(root, "kubelet"),
 		devinfoDir: filepath.Join(root, "devinfo"), kubelet: kubeletfake.New(), extra: map[string]any{}, caps: true}
+	// Never leave a mount behind, whatever the test did (registered first: runs last).
+	t.Cleanup(func() { testutil.UnmountUnder(t, root) })
 	for i := range slots {
-		if err := os.MkdirAll(n.slotDir(fmt.Sprintf("slot-%03d", i)), 0o777); err != nil {
-			t.Fatal(err)
-		}
+		n.mountSlot(fmt.Sprintf("slot-%03d", i))
 	}
 	n.kubelet.ServePodResources(t, n.kubeletDir)
 	n.cni = newCNI([]string{pluginDir(t)}, filepath.Join(root, "cache"))
-	t.Cleanup(func() {
-		// Never leave a bind mount behind, whatever the test did.
-		ents, _ := filepath.Glob(filepath.Join(n.stateDir, "sockets", "*", "link"))
-		for _, e := range ents {
-			_ = exec.Command("umount", "-l", e).Run()
-		}
-	})
 	return n
 }
 
 func (n *node) slotDir(slot string) string { return filepath.Join(n.stateDir, "sockets", slot) }
+
+// mountSlot gives slot a fresh tmpfs, as memif-deviceplugin does at a hand-out (replacing any
+// tmpfs there before), and returns its identity.
+func (n *node) mountSlot(slot string) safefs.Identity {
+	n.t.Helper()
+	d, err := safefs.MkdirAllOpen(filepath.Join(n.stateDir, "sockets"), 0o755)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.Unmount(slot, safefs.Identity{}); err != nil {
+		n.t.Fatal(err)
+	}
+	if _, err := d.Mkdir(slot, 0o755); err != nil {
+		n.t.Fatal(err)
+	}
+	id, err := d.MountTmpfs(slot, safefs.TmpfsOptions{Source: "memifnet-slot", Size: 1 << 20, Inodes: 64, Mode: 0o777})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return id
+}
 
 func (n *node) confList() *libcni.NetworkConfigList {
 	n.t.Helper()
@@ -285,9 +302,11 @@ func (n *node) assertClean() {
 			return nil
 		})
 	}
-	mounts, _ := os.ReadFile("/proc/self/mountinfo")
-	if strings.Contains(string(mounts), n.stateDir) {
-		left = append(left, "a mount under "+n.stateDir)
+	// The slots' own tmpfs mounts are the device plugin's; anything else mounted is left over.
+	for _, m := range testutil.MountsUnder(n.t, n.stateDir) {
+		if filepath.Dir(m) != filepath.Join(n.stateDir, "sockets") || testutil.MountSource(n.t, m) != "memifnet-slot" {
+			left = append(left, "mount "+m)
+		}
 	}
 	if len(left) > 0 {
 		n.t.Fatalf("left behind: %v", left)

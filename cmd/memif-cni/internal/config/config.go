@@ -57,10 +57,29 @@ type NetConf struct {
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// TimeoutSeconds bounds each lookup (Pods API, API server, PodResources). Default 10.
 	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	// LinkLimits bound each link directory's tmpfs (the two pods of a link can write there).
+	LinkLimits LinkLimits `json:"linkLimits,omitzero"`
 
 	RuntimeConfig RuntimeConfig `json:"-"`
 	IPAMType      string        `json:"-"`
 }
+
+// LinkLimits are the size and inode limits of one link directory. A link holds the server's
+// socket; the defaults leave room for a few more files.
+type LinkLimits struct {
+	Bytes  int64 `json:"bytes,omitempty"`
+	Inodes int64 `json:"inodes,omitempty"`
+}
+
+// Defaults and bounds of LinkLimits.
+const (
+	DefaultLinkBytes  = 64 << 10
+	DefaultLinkInodes = 16
+	minLinkBytes      = 4 << 10
+	maxLinkBytes      = 16 << 20
+	minLinkInodes     = 4
+	maxLinkInodes     = 4096
+)
 
 // RuntimeConfig is what the runtime passes for the capabilities the plugin declares. It is
 // decoded leniently: the runtime, not the user, writes it, and other capabilities may be there.
@@ -120,6 +139,12 @@ func Parse(data []byte, strict bool) (*NetConf, error) {
 	if c.TimeoutSeconds == 0 {
 		c.TimeoutSeconds = 10
 	}
+	if c.LinkLimits.Bytes == 0 {
+		c.LinkLimits.Bytes = DefaultLinkBytes
+	}
+	if c.LinkLimits.Inodes == 0 {
+		c.LinkLimits.Inodes = DefaultLinkInodes
+	}
 	var errs []string
 	for _, p := range []struct{ field, path string }{
 		{"stateDir", c.StateDir}, {"kubeletDir", c.KubeletDir}, {"deviceInfoDir", c.DeviceInfoDir},
@@ -133,6 +158,12 @@ func Parse(data []byte, strict bool) (*NetConf, error) {
 	}
 	if c.KubeletURL != "none" && !strings.HasPrefix(c.KubeletURL, "https://") && !strings.HasPrefix(c.KubeletURL, "http://") {
 		errs = append(errs, fmt.Sprintf("field \"kubeletURL\": %q must be an http(s) URL or \"none\"", c.KubeletURL))
+	}
+	if b := c.LinkLimits.Bytes; b < minLinkBytes || b > maxLinkBytes {
+		errs = append(errs, fmt.Sprintf("field \"linkLimits.bytes\": %d must be %d..%d", b, minLinkBytes, maxLinkBytes))
+	}
+	if n := c.LinkLimits.Inodes; n < minLinkInodes || n > maxLinkInodes {
+		errs = append(errs, fmt.Sprintf("field \"linkLimits.inodes\": %d must be %d..%d", n, minLinkInodes, maxLinkInodes))
 	}
 	if c.TimeoutSeconds < 0 || c.TimeoutSeconds > 300 {
 		errs = append(errs, fmt.Sprintf("field \"timeoutSeconds\": %d must be 1..300", c.TimeoutSeconds))

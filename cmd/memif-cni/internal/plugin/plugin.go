@@ -25,11 +25,11 @@ import (
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/failpoint"
-	"github.com/memifnet/memifnet/cmd/memif-cni/internal/mount"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/podlookup"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/podresources"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
 	"github.com/memifnet/memifnet/internal/ports"
+	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
@@ -84,9 +84,17 @@ func Add(args *skel.CmdArgs) error {
 	if k8s.Namespace == "" || k8s.Name == "" {
 		return cniErr(types.ErrInvalidEnvironmentVariables, "missing pod identity", "CNI_ARGS lacks K8S_POD_NAMESPACE or K8S_POD_NAME; memif ports need a Kubernetes pod")
 	}
+	if !isDNSLabel(k8s.Namespace) {
+		return cniErr(types.ErrInvalidEnvironmentVariables, "invalid pod namespace", "K8S_POD_NAMESPACE %q is not a DNS label", k8s.Namespace)
+	}
 	slots, err := podresources.Slots(ctx, conf.PodResourcesSocket(), k8s.Namespace, k8s.Name)
 	if err != nil {
 		return cniErr(types.ErrTryAgainLater, "cannot ask the kubelet for the pod's slots", "%v", err)
+	}
+	for _, s := range slots {
+		if !isDNSLabel(s) {
+			return cniErr(types.ErrIOFailure, "invalid slot ID", "the kubelet reports %s %q, which is not a slot name of memif-deviceplugin", podresources.SocketResource, s)
+		}
 	}
 	if len(slots) < len(reqs) {
 		return cniErr(ErrNoSlots, "not enough memif socket slots",
@@ -94,7 +102,7 @@ func Add(args *skel.CmdArgs) error {
 			k8s.Namespace, k8s.Name, len(reqs), len(slots), podresources.SocketResource, podresources.SocketResource, len(reqs))
 	}
 
-	st := state.Store{Dir: conf.StoreDir()}
+	st := store(conf)
 	key := state.Key(args.ContainerID, args.IfName)
 	lk, err := st.LockAttachment(key)
 	if err != nil {
@@ -107,7 +115,7 @@ func Add(args *skel.CmdArgs) error {
 			return cniErr(types.ErrIOFailure, "undo earlier ADD", "%v", err)
 		}
 	}
-	att := state.Attachment{ContainerID: args.ContainerID, IfName: args.IfName, Namespace: k8s.Namespace, Pod: k8s.Name,
+	att := state.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName, Namespace: k8s.Namespace, Pod: k8s.Name,
 		PodUID: k8s.UID, DeviceInfoFile: conf.RuntimeConfig.DeviceInfoFile}
 	for i, r := range reqs {
 		att.Ports = append(att.Ports, state.Port{
@@ -128,11 +136,13 @@ func Add(args *skel.CmdArgs) error {
 	res, err := wire(ctx, conf, args, st, &att, reqs)
 	if err != nil {
 		// Undo at once rather than wait for DEL: a pod that cannot start should not hold a link
-		// end another pod is waiting for.
+		// end another pod is waiting for. If undoing fails, the record stays for DEL to retry.
 		if uerr := undo(conf, args, st, att); uerr != nil {
 			err = fmt.Errorf("%w (and undoing: %v)", err, uerr)
+			lk.Unlock()
+		} else {
+			_ = st.RemoveAttachment(key, lk)
 		}
-		_ = st.RemoveAttachment(key, lk)
 		var ce *types.Error
 		if errors.As(err, &ce) {
 			return ce
@@ -170,89 +180,120 @@ type wired struct {
 func wire(ctx context.Context, conf *config.NetConf, args *skel.CmdArgs, st state.Store, att *state.Attachment, reqs []ports.Port) (*wired, error) {
 	res := &wired{}
 	for i, r := range reqs {
-		p := &att.Ports[i]
-		slotDir := filepath.Join(conf.SlotsDir(), p.Slot)
-		if fi, err := os.Stat(slotDir); err != nil || !fi.IsDir() {
-			return nil, cniErr(types.ErrIOFailure, "slot directory missing",
-				"slot %s of pod %s/%s: %s is not a directory (is memif-deviceplugin running with the same stateDir?)", p.Slot, att.Namespace, att.Pod, slotDir)
-		}
-		spec := portspec.PortSpec{
-			Version: portspec.Version, Name: r.Name, Mode: r.Mode, ID: r.ID, Queues: r.Queues,
-			RingSize: r.RingSize, BufferSize: r.BufferSize, ZeroCopy: r.ZeroCopy, Link: r.Link, Peer: r.Peer,
-		}
-		if r.Mode == "ethernet" {
-			spec.MAC = stableMAC(att.Namespace, att.Pod, r.Name).String()
-		}
-		containerSlot := config.ContainerRoot + "/" + p.Slot
-		if r.Link != "" {
-			linkDir := filepath.Join(conf.LinksDir(), att.Namespace, r.Link)
-			ln, role, err := st.Join(att.Namespace, r.Link, linkDir, state.JoinRequest{
-				Key: state.Key(att.ContainerID, att.IfName), Pod: att.Pod, Port: r.Name, Role: r.Role, ID: r.ID, Mode: r.Mode,
-			})
-			var ce *state.ConflictError
-			if errors.As(err, &ce) {
-				return nil, cniErr(ErrLinkConflict, "link conflict", "pod %s/%s port %d (%s): %v", att.Namespace, att.Pod, i, r.Name, err)
-			}
-			if err != nil {
-				return nil, err
-			}
-			spec.Role, spec.Secret = role, ln.Secret
-			failpoint.Hit("join")
-			if err := mount.Bind(linkDir, filepath.Join(slotDir, LinkSubdir)); err != nil {
-				return nil, err
-			}
-			failpoint.Hit("mount")
-			spec.Socket = containerSlot + "/" + LinkSubdir + "/" + SocketFile
-		} else {
-			// A host data plane listens on the slot's socket by default: the pod is the client.
-			spec.Role = r.Role
-			if spec.Role == "" {
-				spec.Role = "client"
-			}
-			spec.Socket = containerSlot + "/" + SocketFile
-		}
-		p.Role = spec.Role
-		if err := st.WriteAttachment(*att); err != nil {
+		if err := wirePort(ctx, conf, args, st, att, i, r, res); err != nil {
 			return nil, err
-		}
-
-		ifIndex := len(res.ifaces)
-		res.ifaces = append(res.ifaces, &current.Interface{Name: r.Name, Mac: spec.MAC, Sandbox: args.Netns, SocketPath: spec.Socket})
-		if p.IPAM {
-			ips, err := ipamAdd(ctx, conf, args, r.Name)
-			if err != nil {
-				return nil, err
-			}
-			failpoint.Hit("ipam")
-			for _, ip := range ips {
-				ip.Interface = current.Int(ifIndex)
-				spec.IPs = append(spec.IPs, ip.Address.String())
-				res.ips = append(res.ips, ip)
-			}
-		}
-		if err := writePortSpec(filepath.Join(slotDir, PortFile), spec); err != nil {
-			return nil, err
-		}
-		failpoint.Hit("portjson")
-		info := devinfo.Info{Type: "memif", Version: devinfo.Version,
-			Memif: &devinfo.Memif{Role: devinfo.SpecRole(spec.Role), Path: spec.Socket, Mode: devinfo.SpecMode(spec.Mode)}}
-		if err := devinfo.Write(p.DevInfo, info); err != nil {
-			return nil, err
-		}
-		if i == 0 && att.DeviceInfoFile != "" {
-			if err := devinfo.Write(att.DeviceInfoFile, info); err != nil {
-				return nil, err
-			}
-		}
-		failpoint.Hit("devinfo")
-		if p.HostDesc != "" {
-			if err := writeHostDesc(p.HostDesc, filepath.Join(slotDir, SocketFile), att, spec); err != nil {
-				return nil, err
-			}
-			failpoint.Hit("hostdesc")
 		}
 	}
 	return res, nil
+}
+
+// wirePort wires port i. Everything it does inside the pod's slot goes through the slot's open
+// directory (internal/safefs), under the slot's lock, after claiming the slot for this attachment.
+func wirePort(ctx context.Context, conf *config.NetConf, args *skel.CmdArgs, st state.Store, att *state.Attachment, i int, r ports.Port, res *wired) error {
+	p := &att.Ports[i]
+	key := state.Key(att.ContainerID, att.IfName)
+	slk, err := st.LockSlot(p.Slot)
+	if err != nil {
+		return err
+	}
+	defer slk.Unlock()
+	slot, err := openSlot(conf, p.Slot)
+	if err != nil {
+		return cniErr(types.ErrIOFailure, "slot directory missing", "slot %s of pod %s/%s: %v (is memif-deviceplugin running with the same stateDir?)", p.Slot, att.Namespace, att.Pod, err)
+	}
+	defer slot.Close()
+	if p.SlotMount, err = slot.Identity(); err != nil {
+		return err
+	}
+	// Record the slot's tmpfs and claim it before the first write into it, so that an undo,
+	// whenever it runs, knows what it may touch.
+	if err := st.WriteAttachment(*att); err != nil {
+		return err
+	}
+	if err := st.Claim(p.Slot, state.SlotClaim{Owner: key, Network: att.Network, Mount: p.SlotMount}); err != nil {
+		return err
+	}
+
+	spec := portspec.PortSpec{
+		Version: portspec.Version, Name: r.Name, Mode: r.Mode, ID: r.ID, Queues: r.Queues,
+		RingSize: r.RingSize, BufferSize: r.BufferSize, ZeroCopy: r.ZeroCopy, Link: r.Link, Peer: r.Peer,
+	}
+	if r.Mode == "ethernet" {
+		spec.MAC = stableMAC(att.Namespace, att.Pod, r.Name).String()
+	}
+	containerSlot := config.ContainerRoot + "/" + p.Slot
+	if r.Link != "" {
+		dirs := linkDirs(conf)
+		ln, role, err := st.Join(att.Namespace, r.Link, dirs, state.JoinRequest{
+			Key: key, Pod: att.Pod, Port: r.Name, Role: r.Role, ID: r.ID, Mode: r.Mode,
+		})
+		var ce *state.ConflictError
+		if errors.As(err, &ce) {
+			return cniErr(ErrLinkConflict, "link conflict", "pod %s/%s port %d (%s): %v", att.Namespace, att.Pod, i, r.Name, err)
+		}
+		if err != nil {
+			return err
+		}
+		spec.Role, spec.Secret = role, ln.Secret
+		failpoint.Hit("join")
+		p.LinkMount = ln.Mount
+		if err := st.WriteAttachment(*att); err != nil {
+			return err
+		}
+		if err := bindLink(slot, dirs, ln); err != nil {
+			return refusal(err, "cannot mount link %q in slot %s of pod %s/%s", r.Link, p.Slot, att.Namespace, att.Pod)
+		}
+		failpoint.Hit("mount")
+		spec.Socket = containerSlot + "/" + LinkSubdir + "/" + SocketFile
+	} else {
+		// A host data plane listens on the slot's socket by default: the pod is the client.
+		spec.Role = r.Role
+		if spec.Role == "" {
+			spec.Role = "client"
+		}
+		spec.Socket = containerSlot + "/" + SocketFile
+	}
+	p.Role = spec.Role
+	if err := st.WriteAttachment(*att); err != nil {
+		return err
+	}
+
+	ifIndex := len(res.ifaces)
+	res.ifaces = append(res.ifaces, &current.Interface{Name: r.Name, Mac: spec.MAC, Sandbox: args.Netns, SocketPath: spec.Socket})
+	if p.IPAM {
+		ips, err := ipamAdd(ctx, conf, args, r.Name)
+		if err != nil {
+			return err
+		}
+		failpoint.Hit("ipam")
+		for _, ip := range ips {
+			ip.Interface = current.Int(ifIndex)
+			spec.IPs = append(spec.IPs, ip.Address.String())
+			res.ips = append(res.ips, ip)
+		}
+	}
+	if err := writePortSpec(slot, spec); err != nil {
+		return refusal(err, "cannot write %s in slot %s of pod %s/%s", PortFile, p.Slot, att.Namespace, att.Pod)
+	}
+	failpoint.Hit("portjson")
+	info := devinfo.Info{Type: "memif", Version: devinfo.Version,
+		Memif: &devinfo.Memif{Role: devinfo.SpecRole(spec.Role), Path: spec.Socket, Mode: devinfo.SpecMode(spec.Mode)}}
+	if err := devinfo.Write(p.DevInfo, info); err != nil {
+		return err
+	}
+	if i == 0 && att.DeviceInfoFile != "" {
+		if err := devinfo.Write(att.DeviceInfoFile, info); err != nil {
+			return err
+		}
+	}
+	failpoint.Hit("devinfo")
+	if p.HostDesc != "" {
+		if err := writeHostDesc(p.HostDesc, filepath.Join(conf.SlotsDir(), p.Slot, SocketFile), att, spec); err != nil {
+			return err
+		}
+		failpoint.Hit("hostdesc")
+	}
+	return nil
 }
 
 // HostPort is the description of a host port for a host data plane (VPP, DPDK): the socket as
@@ -276,39 +317,26 @@ func writeHostDesc(file, hostSocket string, att *state.Attachment, spec portspec
 	if spec.Role == "server" {
 		role = "client"
 	}
-	return writeFileJSON(file, HostPort{Socket: hostSocket, Role: role, ID: spec.ID, Mode: spec.Mode, Secret: spec.Secret,
-		Queues: spec.Queues, RingSize: spec.RingSize, BufferSize: spec.BufferSize, Namespace: att.Namespace, Pod: att.Pod, Port: spec.Name}, 0o600)
-}
-
-func writePortSpec(file string, spec portspec.PortSpec) error {
-	if err := spec.Validate(); err != nil {
-		return fmt.Errorf("port spec %s: %w", file, err)
-	}
-	// Readable by a non-root app in the pod; the secret only binds the socket to the two pods
-	// that see this directory anyway.
-	return writeFileJSON(file, spec, 0o644)
-}
-
-func writeFileJSON(file string, v any, mode os.FileMode) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := json.MarshalIndent(HostPort{Socket: hostSocket, Role: role, ID: spec.ID, Mode: spec.Mode, Secret: spec.Secret,
+		Queues: spec.Queues, RingSize: spec.RingSize, BufferSize: spec.BufferSize, Namespace: att.Namespace, Pod: att.Pod, Port: spec.Name}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", file, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return fmt.Errorf("write %s: %w", file, err)
+	// Under the state directory, which no pod can reach.
+	return safefs.WriteFile(file, append(b, '\n'), 0o600, safefs.WriteOptions{})
+}
+
+// writePortSpec writes port.json into the pod's slot. Readable by a non-root app in the pod; the
+// secret only binds the socket to the two pods that see this directory anyway.
+func writePortSpec(slot *safefs.Dir, spec portspec.PortSpec) error {
+	if err := spec.Validate(); err != nil {
+		return fmt.Errorf("port spec: %w", err)
 	}
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), mode); err != nil {
-		return fmt.Errorf("write %s: %w", file, err)
+	b, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode port spec: %w", err)
 	}
-	if err := os.Chmod(tmp, mode); err != nil { // WriteFile is subject to the umask
-		return fmt.Errorf("write %s: %w", file, err)
-	}
-	if err := os.Rename(tmp, file); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", file, err)
-	}
-	return nil
+	return slot.WriteFile(PortFile, append(b, '\n'), 0o644, safefs.WriteOptions{})
 }
 
 // stableMAC derives a locally administered unicast MAC from the pod's name and the port, so the
@@ -394,7 +422,7 @@ func Del(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	st := state.Store{Dir: conf.StoreDir()}
+	st := store(conf)
 	if err := delAttachment(conf, args, st, state.Key(args.ContainerID, args.IfName)); err != nil {
 		return cniErr(types.ErrIOFailure, "DEL failed", "%v", err)
 	}
@@ -430,12 +458,11 @@ func undo(conf *config.NetConf, args *skel.CmdArgs, st state.Store, att state.At
 	}
 	for i := len(att.Ports) - 1; i >= 0; i-- {
 		p := att.Ports[i]
-		slotDir := filepath.Join(conf.SlotsDir(), p.Slot)
 		if p.HostDesc != "" {
 			errs = append(errs, removeFile(p.HostDesc))
 		}
 		errs = append(errs, devinfo.Remove(p.DevInfo))
-		errs = append(errs, removeFile(filepath.Join(slotDir, PortFile)))
+		errs = append(errs, unwireSlot(conf, st, key, p))
 		if p.IPAM {
 			dargs := *args
 			dargs.ContainerID = att.ContainerID
@@ -444,11 +471,68 @@ func undo(conf *config.NetConf, args *skel.CmdArgs, st state.Store, att state.At
 			}
 		}
 		if p.Link != "" {
-			errs = append(errs, mount.Unbind(filepath.Join(slotDir, LinkSubdir)))
-			errs = append(errs, st.Leave(att.Namespace, p.Link, filepath.Join(conf.LinksDir(), att.Namespace, p.Link), key))
+			errs = append(errs, st.Leave(att.Namespace, p.Link, linkDirs(conf), key))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// unwireSlot takes port.json and the link mount out of the port's slot, but only while the slot
+// is still this attachment's: claimed by it, with the tmpfs it wrote into. A slot handed to
+// another pod since, or wired by a newer sandbox of the same pod, is left alone. What the pod
+// put in its slot is not ours to judge: anything that is not what ADD made is left in place and
+// reported on stderr, and the slot's next scrub replaces it all.
+func unwireSlot(conf *config.NetConf, st state.Store, key string, p state.Port) error {
+	if p.SlotMount.IsZero() {
+		return nil // ADD stopped before touching the slot
+	}
+	slk, err := st.LockSlot(p.Slot)
+	if err != nil {
+		return err
+	}
+	claim, ok, err := st.ClaimOf(p.Slot)
+	if err != nil || ok && claim.Owner != key {
+		slk.Unlock()
+		return err
+	}
+	if slot, err := openSlot(conf, p.Slot); err == nil {
+		if id, err := slot.Identity(); err == nil && id == p.SlotMount {
+			unwireLink(slot, p)
+			if err := slot.Remove(PortFile); err != nil {
+				warn("slot %s: leaving %s: %v", p.Slot, PortFile, err)
+			}
+		}
+		slot.Close()
+	}
+	// Otherwise the slot is gone or another tmpfs now: nothing of ours is in it.
+	return st.Release(p.Slot, key, slk)
+}
+
+// unwireLink unmounts the link directory from <slot>/link if a bind of the port's link is there
+// (ADD may have died between the bind and its record of it) and removes the directory.
+func unwireLink(slot *safefs.Dir, p state.Port) {
+	if p.LinkMount.IsZero() {
+		return
+	}
+	in, err := slot.Inspect(LinkSubdir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return
+	case err != nil:
+		warn("slot %s: leaving %s: %v", p.Slot, LinkSubdir, err)
+		return
+	case in.MountRoot && !in.Identity.SameFile(p.LinkMount):
+		warn("slot %s: leaving %s: the mount there (%s) is not link %s (%s)", p.Slot, LinkSubdir, in.Identity, p.Link, p.LinkMount)
+		return
+	case in.MountRoot:
+		if _, err := slot.Unmount(LinkSubdir, in.Identity); err != nil {
+			warn("slot %s: leaving %s mounted: %v", p.Slot, LinkSubdir, err)
+			return
+		}
+	}
+	if err := slot.Remove(LinkSubdir); err != nil {
+		warn("slot %s: leaving the %s directory: %v", p.Slot, LinkSubdir, err)
+	}
 }
 
 func removeFile(f string) error {
@@ -458,13 +542,18 @@ func removeFile(f string) error {
 	return nil
 }
 
+// warn reports something DEL leaves alone; the runtime logs a plugin's stderr.
+func warn(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "memif-cni: "+format+"\n", a...)
+}
+
 // Check verifies that what ADD made is still there.
 func Check(args *skel.CmdArgs) error {
 	conf, err := config.Parse(args.StdinData, true)
 	if err != nil {
 		return err
 	}
-	st := state.Store{Dir: conf.StoreDir()}
+	st := store(conf)
 	key := state.Key(args.ContainerID, args.IfName)
 	att, ok, err := st.ReadAttachment(key)
 	if err != nil {
@@ -475,37 +564,58 @@ func Check(args *skel.CmdArgs) error {
 	}
 	var problems []string
 	for _, p := range att.Ports {
-		slotDir := filepath.Join(conf.SlotsDir(), p.Slot)
-		spec, err := portspec.Read(filepath.Join(slotDir, PortFile))
-		if err != nil {
-			problems = append(problems, err.Error())
-			continue
-		}
-		if spec.Name != p.Name || spec.Role != p.Role {
-			problems = append(problems, fmt.Sprintf("port %s: port.json in slot %s describes port %s (%s)", p.Name, p.Slot, spec.Name, spec.Role))
-		}
-		if _, err := os.Stat(p.DevInfo); err != nil {
-			problems = append(problems, fmt.Sprintf("port %s: device-info: %v", p.Name, err))
-		}
-		if p.Link != "" {
-			linkDir := filepath.Join(conf.LinksDir(), att.Namespace, p.Link)
-			if !mount.Same(linkDir, filepath.Join(slotDir, LinkSubdir)) {
-				problems = append(problems, fmt.Sprintf("port %s: %s/%s is not bound to link dir %s", p.Name, slotDir, LinkSubdir, linkDir))
-			}
-			ln, ok, err := st.ReadLink(att.Namespace, p.Link)
-			member := false
-			for _, m := range ln.Members {
-				member = member || m.Key == key
-			}
-			if err != nil || !ok || !member {
-				problems = append(problems, fmt.Sprintf("port %s: not a member of link %s (%v)", p.Name, p.Link, err))
-			}
+		if err := checkPort(conf, st, att, p); err != nil {
+			problems = append(problems, fmt.Sprintf("port %s: %v", p.Name, err))
 		}
 	}
 	if len(problems) > 0 {
 		return cniErr(types.ErrInternal, "CHECK failed", "%s", strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+func checkPort(conf *config.NetConf, st state.Store, att state.Attachment, p state.Port) error {
+	key := state.Key(att.ContainerID, att.IfName)
+	if claim, ok, err := st.ClaimOf(p.Slot); err != nil || !ok || claim.Owner != key {
+		return fmt.Errorf("slot %s is no longer claimed by this attachment (%+v, %v)", p.Slot, claim, err)
+	}
+	slot, err := openSlot(conf, p.Slot)
+	if err != nil {
+		return err
+	}
+	defer slot.Close()
+	if id, err := slot.Identity(); err != nil || id != p.SlotMount {
+		return fmt.Errorf("slot %s was replaced since ADD (%v)", p.Slot, err)
+	}
+	b, err := slot.ReadFile(PortFile, maxPortFile)
+	if err != nil {
+		return err
+	}
+	spec, err := portspec.Parse(b)
+	if err != nil {
+		return fmt.Errorf("%s in slot %s: %w", PortFile, p.Slot, err)
+	}
+	if spec.Name != p.Name || spec.Role != p.Role {
+		return fmt.Errorf("%s in slot %s describes port %s (%s)", PortFile, p.Slot, spec.Name, spec.Role)
+	}
+	if _, err := os.Stat(p.DevInfo); err != nil {
+		return fmt.Errorf("device-info: %w", err)
+	}
+	if p.Link == "" {
+		return nil
+	}
+	if id, mounted, err := slot.MountAt(LinkSubdir); err != nil || !mounted || !id.SameFile(p.LinkMount) {
+		return fmt.Errorf("%s in slot %s is not the link mount ADD made (%v)", LinkSubdir, p.Slot, err)
+	}
+	ln, ok, err := st.ReadLink(att.Namespace, p.Link)
+	member := false
+	for _, m := range ln.Members {
+		member = member || m.Key == key
+	}
+	if err != nil || !ok || !member {
+		return fmt.Errorf("not a member of link %s (%v)", p.Link, err)
+	}
+	return linkDirs(conf).Check(att.Namespace, p.Link, ln.Mount)
 }
 
 // Status reports whether the node agent's directories and the kubelet's PodResources socket are
@@ -527,7 +637,7 @@ func Status(args *skel.CmdArgs) error {
 	return nil
 }
 
-// GC deletes every attachment the runtime no longer knows.
+// GC deletes every attachment of this network that the runtime no longer knows.
 func GC(args *skel.CmdArgs) error {
 	conf, err := config.Parse(args.StdinData, true)
 	if err != nil {
@@ -537,7 +647,7 @@ func GC(args *skel.CmdArgs) error {
 	for _, a := range append(conf.ValidAttachments, conf.Attachments...) {
 		valid[state.Key(a.ContainerID, a.IfName)] = true
 	}
-	st := state.Store{Dir: conf.StoreDir()}
+	st := store(conf)
 	keys, err := st.Attachments()
 	if err != nil {
 		return cniErr(types.ErrIOFailure, "GC", "%v", err)
@@ -545,6 +655,11 @@ func GC(args *skel.CmdArgs) error {
 	var errs []error
 	for _, k := range keys {
 		if valid[k] {
+			continue
+		}
+		// Only this network's attachments: a GC for one network (a Multus NetworkAttachment-
+		// Definition, say) lists only its own valid attachments.
+		if att, ok, err := st.ReadAttachment(k); err != nil || !ok || att.Network != conf.Name {
 			continue
 		}
 		if err := delAttachment(conf, args, st, k); err != nil {

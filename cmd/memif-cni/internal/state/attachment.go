@@ -7,11 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 // Attachment is what one ADD planned, written before its first side effect. DEL undoes each
 // planned step whether or not ADD got that far; every undo step tolerates "already undone".
 type Attachment struct {
+	// Network is the CNI network name: GC for one network never touches another's attachments.
+	Network     string `json:"network"`
 	ContainerID string `json:"containerID"`
 	IfName      string `json:"ifName"`
 	Namespace   string `json:"namespace"`
@@ -32,13 +36,26 @@ type Port struct {
 	IPAM     bool   `json:"ipam,omitempty"` // a delegated IPAM ADD is (or may be) holding an address
 	DevInfo  string `json:"devInfo"`        // device-info file
 	HostDesc string `json:"hostDesc,omitempty"`
+	// SlotMount is the slot's tmpfs when ADD wrote into it. Undo touches the slot only while the
+	// same tmpfs is there and the slot's claim is still this attachment's: a slot handed to
+	// another pod since (a new tmpfs) or wired by a newer sandbox of this pod (a new claim) is
+	// left alone.
+	SlotMount safefs.Identity `json:"slotMount,omitzero"`
+	// LinkMount is the link directory's tmpfs, recorded before ADD binds it on <slot>/link:
+	// undo removes a mount there only if it shows this file system.
+	LinkMount safefs.Identity `json:"linkMount,omitzero"`
 }
 
 // Key names an attachment the way CNI does: container ID and interface name.
 func Key(containerID, ifName string) string { return containerID + "_" + ifName }
 
 // Store is the state directory.
-type Store struct{ Dir string }
+type Store struct {
+	Dir string
+	// Boot identifies this boot of the node (/proc/sys/kernel/random/boot_id); records of links
+	// made in another boot are stale. Empty disables the check.
+	Boot string
+}
 
 func (s Store) attachmentPath(key string) string {
 	return filepath.Join(s.Dir, "attachments", key+".json")

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 // MaxLinkMembers is how many pods share a link: memif is point to point.
@@ -21,6 +23,10 @@ type Link struct {
 	Mode      string   `json:"mode"`
 	Secret    string   `json:"secret"`
 	Members   []Member `json:"members"`
+	// Mount is the link directory's tmpfs; Boot the boot it was made in (a record from an
+	// earlier boot names a mount that is gone: the link starts afresh).
+	Mount safefs.Identity `json:"mount"`
+	Boot  string          `json:"boot,omitempty"`
 }
 
 // Member is one pod's end of a link.
@@ -39,6 +45,19 @@ type JoinRequest struct {
 	Mode           string
 }
 
+// LinkDirs makes and removes link directories (the plugin mounts a tmpfs for each); the store
+// calls it under the link's lock, so a directory is never made or removed under a concurrent Join
+// or Leave.
+type LinkDirs interface {
+	// Make gives the link a new, empty, world-writable directory.
+	Make(ns, name string) (safefs.Identity, error)
+	// Check says whether the link's directory is still the one Make returned.
+	Check(ns, name string, mount safefs.Identity) error
+	// Remove takes the directory away (the files in it go with it); a directory whose mount is
+	// already gone (a reboot) is just removed.
+	Remove(ns, name string, mount safefs.Identity) error
+}
+
 // ConflictError is a join the link cannot accept; Field names the annotation field at fault.
 type ConflictError struct {
 	Field, Msg string
@@ -52,10 +71,10 @@ func (s Store) linkPath(ns, name string) string {
 
 // Join adds a member to the link ns/name and returns the link and the member's role. The role
 // is the port's own if it set one, else the opposite of the pod already there, else server: the
-// first pod to attach listens, so the second finds a socket to dial. dir is created (world
-// writable, so non-root apps can create the socket) while the lock is held, so a concurrent last
-// Leave cannot remove it under us. Joining twice with the same key is a no-op.
-func (s Store) Join(ns, name, dir string, r JoinRequest) (Link, string, error) {
+// first pod to attach listens, so the second finds a socket to dial. The first member makes the
+// link's directory (dirs.Make), under the link's lock, so a concurrent last Leave cannot remove it
+// under us. Joining twice with the same key is a no-op.
+func (s Store) Join(ns, name string, dirs LinkDirs, r JoinRequest) (Link, string, error) {
 	l, err := lock(filepath.Join(s.Dir, "links", ns, name+".lock"))
 	if err != nil {
 		return Link{}, "", err
@@ -66,26 +85,26 @@ func (s Store) Join(ns, name, dir string, r JoinRequest) (Link, string, error) {
 	if err != nil {
 		return Link{}, "", err
 	}
-	if !found {
-		secret := make([]byte, 11) // 22 hex characters: memif secrets hold at most 23 bytes
-		if _, err := rand.Read(secret); err != nil {
-			return Link{}, "", fmt.Errorf("link secret: %w", err)
-		}
-		ln = Link{Namespace: ns, Name: name, ID: r.ID, Mode: r.Mode, Secret: hex.EncodeToString(secret)}
+	if found && s.Boot != "" && ln.Boot != s.Boot {
+		found = false // made before the node rebooted: its mount and its pods are gone
 	}
-	for _, m := range ln.Members {
-		if m.Key == r.Key {
-			return ln, m.Role, nil
+	if found {
+		for _, m := range ln.Members {
+			if m.Key == r.Key {
+				return ln, m.Role, nil
+			}
 		}
 	}
 	role := r.Role
-	switch len(ln.Members) {
+	members := 0
+	if found {
+		members = len(ln.Members)
+	}
+	switch members {
 	case 0:
 		if role == "" {
 			role = "server"
 		}
-		// The link takes the id and mode of its first member; a later member must agree.
-		ln.ID, ln.Mode = r.ID, r.Mode
 	case 1:
 		other := ln.Members[0]
 		want := "server"
@@ -104,22 +123,32 @@ func (s Store) Join(ns, name, dir string, r JoinRequest) (Link, string, error) {
 	default:
 		return Link{}, "", &ConflictError{"link", fmt.Sprintf("link %q already joins pods %s and %s; a link has at most %d pods", name, ln.Members[0].Pod, ln.Members[1].Pod, MaxLinkMembers)}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Link{}, "", fmt.Errorf("link dir: %w", err)
-	}
-	if err := os.Chmod(dir, 0o777); err != nil {
-		return Link{}, "", fmt.Errorf("link dir: %w", err)
+	if !found {
+		secret := make([]byte, 11) // 22 hex characters: memif secrets hold at most 23 bytes
+		if _, err := rand.Read(secret); err != nil {
+			return Link{}, "", fmt.Errorf("link secret: %w", err)
+		}
+		// The link takes the id and mode of its first member; a later member must agree.
+		ln = Link{Namespace: ns, Name: name, ID: r.ID, Mode: r.Mode, Secret: hex.EncodeToString(secret), Boot: s.Boot}
+		if ln.Mount, err = dirs.Make(ns, name); err != nil {
+			return Link{}, "", fmt.Errorf("link %q: %w", name, err)
+		}
+	} else if err := dirs.Check(ns, name, ln.Mount); err != nil {
+		return Link{}, "", fmt.Errorf("link %q: its directory is not the one memif-cni made for pod %s (%v); delete the link's pods and create them again", name, ln.Members[0].Pod, err)
 	}
 	ln.Members = append(ln.Members, Member{Key: r.Key, Pod: r.Pod, Port: r.Port, Role: role})
 	if err := writeJSON(s.linkPath(ns, name), ln); err != nil {
+		if len(ln.Members) == 1 {
+			_ = dirs.Remove(ns, name, ln.Mount)
+		}
 		return Link{}, "", err
 	}
 	return ln, role, nil
 }
 
-// Leave removes key from the link. The last member to leave removes the link's record, lock
-// and directory (with the socket file in it).
-func (s Store) Leave(ns, name, dir, key string) error {
+// Leave removes key from the link. The last member to leave removes the link's directory (with
+// the socket file in it), record and lock.
+func (s Store) Leave(ns, name string, dirs LinkDirs, key string) error {
 	l, err := lock(filepath.Join(s.Dir, "links", ns, name+".lock"))
 	if err != nil {
 		return err
@@ -142,14 +171,16 @@ func (s Store) Leave(ns, name, dir, key string) error {
 		return writeJSON(s.linkPath(ns, name), ln)
 	}
 	defer l.removeAndUnlock()
+	if found {
+		if err := dirs.Remove(ns, name, ln.Mount); err != nil {
+			return fmt.Errorf("remove link dir: %w", err)
+		}
+	}
 	if err := os.Remove(s.linkPath(ns, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove link record: %w", err)
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("remove link dir: %w", err)
-	}
-	// Best effort: the namespace directories go when empty.
-	_ = os.Remove(filepath.Dir(dir))
+	// Best effort: the namespace directory goes when empty.
+	_ = os.Remove(filepath.Dir(s.linkPath(ns, name)))
 	return nil
 }
 

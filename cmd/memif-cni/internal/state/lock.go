@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 // Lock is an exclusive flock on a lock file.
@@ -27,6 +29,13 @@ func lock(path string) (*Lock, error) {
 	}
 	for {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+		if errors.Is(err, fs.ErrNotExist) {
+			// A last Leave removed the (then empty) directory since MkdirAll: make it again.
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return nil, fmt.Errorf("lock %s: %w", path, err)
+			}
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
@@ -64,21 +73,15 @@ func (l *Lock) removeAndUnlock() {
 	l.f.Close()
 }
 
-// writeJSON replaces path atomically: a crash leaves the old or the new record, never half.
+// writeJSON replaces path atomically: a crash leaves the old or the new record, never half. The
+// records describe mounts and tmpfs contents, which a machine crash loses too, so they are not
+// fsynced.
 func writeJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := safefs.WriteFile(path, b, 0o600, safefs.WriteOptions{}); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil

@@ -1,0 +1,115 @@
+// Package linkdir makes the directories of pod-to-pod links: <stateDir>/links/<namespace>/<link>,
+// each its own small tmpfs. Both pods of a link can write there (the server creates its socket),
+// so the tmpfs bounds what they can store to a few files and never the node's disk, and a link
+// made again later under the same name gets a new file system that an old tenant's kept
+// descriptor cannot reach.
+package linkdir
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/memifnet/memifnet/internal/safefs"
+)
+
+// MountSource marks link mounts in /proc/self/mountinfo.
+const MountSource = "memifnet-link"
+
+// Limits bound one link's tmpfs.
+type Limits struct {
+	Bytes  int64
+	Inodes int64
+}
+
+// Dirs implements state.LinkDirs under Root (<stateDir>/links, written by memif-cni only).
+type Dirs struct {
+	Root   string
+	Limits Limits
+}
+
+func (d Dirs) nsDir(ns string, create bool) (*safefs.Dir, error) {
+	root, err := safefs.MkdirAllOpen(d.Root, 0o755)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	if create {
+		return root.MkdirAll(ns, 0o755)
+	}
+	return root.OpenDir(ns)
+}
+
+// Make mounts a new tmpfs (mode 0777: a non-root app creates its socket there) for the link.
+func (d Dirs) Make(ns, name string) (safefs.Identity, error) {
+	nsd, err := d.nsDir(ns, true)
+	if err != nil {
+		return safefs.Identity{}, err
+	}
+	defer nsd.Close()
+	if _, err := nsd.Unmount(name, safefs.Identity{}); err != nil { // left by a crash
+		return safefs.Identity{}, err
+	}
+	if _, err := nsd.Mkdir(name, 0o755); err != nil {
+		return safefs.Identity{}, err
+	}
+	return nsd.MountTmpfs(name, safefs.TmpfsOptions{Source: MountSource, Size: d.Limits.Bytes, Inodes: d.Limits.Inodes, Mode: 0o777})
+}
+
+// Check says whether the link's tmpfs is still the one Make mounted.
+func (d Dirs) Check(ns, name string, mount safefs.Identity) error {
+	nsd, err := d.nsDir(ns, false)
+	if err != nil {
+		return err
+	}
+	defer nsd.Close()
+	in, err := nsd.Inspect(name)
+	switch {
+	case err != nil:
+		return err
+	case !in.MountRoot:
+		return fmt.Errorf("%s/%s/%s is not mounted", d.Root, ns, name)
+	case in.Identity != mount:
+		return fmt.Errorf("%s/%s/%s is another mount (%s) than memif-cni's (%s)", d.Root, ns, name, in.Identity, mount)
+	}
+	return nil
+}
+
+// Open opens the link's tmpfs, checking it is the one Make mounted.
+func (d Dirs) Open(ns, name string, mount safefs.Identity) (*safefs.Dir, error) {
+	if err := d.Check(ns, name, mount); err != nil {
+		return nil, err
+	}
+	nsd, err := d.nsDir(ns, false)
+	if err != nil {
+		return nil, err
+	}
+	defer nsd.Close()
+	l, err := nsd.OpenMountDir(name)
+	if err != nil {
+		return nil, err
+	}
+	if id, err := l.Identity(); err != nil || id != mount {
+		l.Close()
+		return nil, fmt.Errorf("link %s/%s changed while opening it (%v)", ns, name, err)
+	}
+	return l, nil
+}
+
+// Remove detaches the link's tmpfs (a pod holding a bind of it keeps it until it lets go) and
+// removes its mount point. The namespace directory stays: removing it could race with a Make for
+// another link of the namespace, which holds only its own link's lock.
+func (d Dirs) Remove(ns, name string, mount safefs.Identity) error {
+	nsd, err := d.nsDir(ns, false)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer nsd.Close()
+	if _, err := nsd.Unmount(name, mount); err != nil {
+		return err
+	}
+	return nsd.Remove(name)
+}
