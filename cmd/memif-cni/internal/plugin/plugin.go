@@ -29,6 +29,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/podlookup"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/podresources"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/ports"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
@@ -38,13 +39,6 @@ const (
 	ErrNoSlots            uint = 101 // the pod holds fewer memifnet.io/socket slots than it asks ports
 	ErrLinkConflict       uint = 102 // the link is full, or the other end disagrees on role, id or mode
 	ErrPluginNotAvailable uint = 50
-)
-
-// Files of the in-pod contract.
-const (
-	PortFile   = "port.json"
-	LinkSubdir = "link"
-	SocketFile = "memif.sock"
 )
 
 func cniErr(code uint, msg string, format string, a ...any) *types.Error {
@@ -91,7 +85,7 @@ func Add(args *skel.CmdArgs) error {
 	if len(slots) < len(reqs) {
 		return cniErr(ErrNoSlots, "not enough memif socket slots",
 			"pod %s/%s asks for %d memif ports but holds %d %s; set resources.limits[%q] to %d in one of its containers",
-			k8s.Namespace, k8s.Name, len(reqs), len(slots), podresources.SocketResource, podresources.SocketResource, len(reqs))
+			k8s.Namespace, k8s.Name, len(reqs), len(slots), names.SocketResource, names.SocketResource, len(reqs))
 	}
 
 	st := state.Store{Dir: conf.StoreDir()}
@@ -183,7 +177,7 @@ func wire(ctx context.Context, conf *config.NetConf, args *skel.CmdArgs, st stat
 		if r.Mode == "ethernet" {
 			spec.MAC = stableMAC(att.Namespace, att.Pod, r.Name).String()
 		}
-		containerSlot := config.ContainerRoot + "/" + p.Slot
+		containerSlot := names.ContainerDir + "/" + p.Slot
 		if r.Link != "" {
 			linkDir := filepath.Join(conf.LinksDir(), att.Namespace, r.Link)
 			ln, role, err := st.Join(att.Namespace, r.Link, linkDir, state.JoinRequest{
@@ -198,18 +192,18 @@ func wire(ctx context.Context, conf *config.NetConf, args *skel.CmdArgs, st stat
 			}
 			spec.Role, spec.Secret = role, ln.Secret
 			failpoint.Hit("join")
-			if err := mount.Bind(linkDir, filepath.Join(slotDir, LinkSubdir)); err != nil {
+			if err := mount.Bind(linkDir, filepath.Join(slotDir, names.LinkSubdir)); err != nil {
 				return nil, err
 			}
 			failpoint.Hit("mount")
-			spec.Socket = containerSlot + "/" + LinkSubdir + "/" + SocketFile
+			spec.Socket = containerSlot + "/" + names.LinkSubdir + "/" + names.SocketFile
 		} else {
 			// A host data plane listens on the slot's socket by default: the pod is the client.
 			spec.Role = r.Role
 			if spec.Role == "" {
 				spec.Role = "client"
 			}
-			spec.Socket = containerSlot + "/" + SocketFile
+			spec.Socket = containerSlot + "/" + names.SocketFile
 		}
 		p.Role = spec.Role
 		if err := st.WriteAttachment(*att); err != nil {
@@ -230,7 +224,7 @@ func wire(ctx context.Context, conf *config.NetConf, args *skel.CmdArgs, st stat
 				res.ips = append(res.ips, ip)
 			}
 		}
-		if err := writePortSpec(filepath.Join(slotDir, PortFile), spec); err != nil {
+		if err := writePortSpec(filepath.Join(slotDir, names.PortFile), spec); err != nil {
 			return nil, err
 		}
 		failpoint.Hit("portjson")
@@ -246,7 +240,7 @@ func wire(ctx context.Context, conf *config.NetConf, args *skel.CmdArgs, st stat
 		}
 		failpoint.Hit("devinfo")
 		if p.HostDesc != "" {
-			if err := writeHostDesc(p.HostDesc, filepath.Join(slotDir, SocketFile), att, spec); err != nil {
+			if err := writeHostDesc(p.HostDesc, filepath.Join(slotDir, names.SocketFile), att, spec); err != nil {
 				return nil, err
 			}
 			failpoint.Hit("hostdesc")
@@ -435,7 +429,7 @@ func undo(conf *config.NetConf, args *skel.CmdArgs, st state.Store, att state.At
 			errs = append(errs, removeFile(p.HostDesc))
 		}
 		errs = append(errs, devinfo.Remove(p.DevInfo))
-		errs = append(errs, removeFile(filepath.Join(slotDir, PortFile)))
+		errs = append(errs, removeFile(filepath.Join(slotDir, names.PortFile)))
 		if p.IPAM {
 			dargs := *args
 			dargs.ContainerID = att.ContainerID
@@ -444,7 +438,7 @@ func undo(conf *config.NetConf, args *skel.CmdArgs, st state.Store, att state.At
 			}
 		}
 		if p.Link != "" {
-			errs = append(errs, mount.Unbind(filepath.Join(slotDir, LinkSubdir)))
+			errs = append(errs, mount.Unbind(filepath.Join(slotDir, names.LinkSubdir)))
 			errs = append(errs, st.Leave(att.Namespace, p.Link, filepath.Join(conf.LinksDir(), att.Namespace, p.Link), key))
 		}
 	}
@@ -476,7 +470,7 @@ func Check(args *skel.CmdArgs) error {
 	var problems []string
 	for _, p := range att.Ports {
 		slotDir := filepath.Join(conf.SlotsDir(), p.Slot)
-		spec, err := portspec.Read(filepath.Join(slotDir, PortFile))
+		spec, err := portspec.Read(filepath.Join(slotDir, names.PortFile))
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
@@ -489,8 +483,8 @@ func Check(args *skel.CmdArgs) error {
 		}
 		if p.Link != "" {
 			linkDir := filepath.Join(conf.LinksDir(), att.Namespace, p.Link)
-			if !mount.Same(linkDir, filepath.Join(slotDir, LinkSubdir)) {
-				problems = append(problems, fmt.Sprintf("port %s: %s/%s is not bound to link dir %s", p.Name, slotDir, LinkSubdir, linkDir))
+			if !mount.Same(linkDir, filepath.Join(slotDir, names.LinkSubdir)) {
+				problems = append(problems, fmt.Sprintf("port %s: %s/%s is not bound to link dir %s", p.Name, slotDir, names.LinkSubdir, linkDir))
 			}
 			ln, ok, err := st.ReadLink(att.Namespace, p.Link)
 			member := false

@@ -15,15 +15,10 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 const (
-	// ResourceName is the extended resource of socket slots.
-	ResourceName = "memifnet.io/socket"
-	// ContainerRoot is where slots appear in the container.
-	ContainerRoot = "/run/memifnet"
-	// EnvSockets lists the slot IDs a container got.
-	EnvSockets = "MEMIFNET_SOCKETS"
 	// dirMode lets a non-root app create its socket in the slot. A slot is
 	// mounted into one pod at a time, so world-writable leaks nothing.
 	dirMode = 0o777
@@ -53,7 +48,7 @@ func IDs(n int) []string {
 // nodes in contiguous blocks so that a container can get all of its slots
 // on the node of its pool units and CPUs.
 func New(stateDir string, n int, nodes []int, dw devinfo.Writer) (*Provider, error) {
-	p := &Provider{dir: filepath.Join(stateDir, "sockets"), devinfo: dw}
+	p := &Provider{dir: filepath.Join(stateDir, names.SocketsSubdir), devinfo: dw}
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("slots dir: %w", err)
 	}
@@ -85,7 +80,7 @@ func mkdir(path string) error {
 }
 
 // Resource implements resource.Provider.
-func (p *Provider) Resource() string { return ResourceName }
+func (p *Provider) Resource() string { return names.SocketResource }
 
 // Units implements resource.Provider.
 func (p *Provider) Units() []resource.Unit { return p.units }
@@ -114,7 +109,7 @@ func (p *Provider) Check(id string) error {
 // would destroy another pod's link.
 func (p *Provider) Scrub(id string) error {
 	path := p.Dir(id)
-	if err := p.devinfo.Remove(ResourceName, id); err != nil {
+	if err := p.devinfo.Remove(names.SocketResource, id); err != nil {
 		return fmt.Errorf("scrub %s: %w", id, err)
 	}
 	fi, err := os.Lstat(path)
@@ -215,16 +210,16 @@ func unescapeMount(s string) string {
 // a socket file, so sockets made later by the CNI, the host data plane or
 // the app appear in the container.
 func (p *Provider) Mount(id string) resource.Mount {
-	return resource.Mount{Host: p.Dir(id), Container: ContainerRoot + "/" + id}
+	return resource.Mount{Host: p.Dir(id), Container: names.ContainerDir + "/" + id}
 }
 
 // Grant lists the slots in MEMIFNET_SOCKETS and writes their device-info
 // files.
 func (p *Provider) Grant(ids []string) (map[string]string, error) {
 	for _, id := range ids {
-		if err := p.devinfo.WriteMemif(ResourceName, id, p.Mount(id).Container+"/memif.sock"); err != nil {
+		if err := p.devinfo.WriteMemif(names.SocketResource, id, p.Mount(id).Container+"/memif.sock"); err != nil {
 			return nil, fmt.Errorf("grant %s: %w", id, err)
 		}
 	}
-	return map[string]string{EnvSockets: strings.Join(ids, ",")}, nil
+	return map[string]string{names.EnvSockets: strings.Join(ids, ",")}, nil
 }
