@@ -30,10 +30,11 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/memif-cni-install/internal/conflist"
 	"github.com/memifnet/memifnet/cmd/memif-cni-install/internal/kubeconfig"
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 // helper is memif-cni's helper binary (cmd/internal/podquery).
-const helper = "memif-cni-podinfo"
+const helper = names.PodInfoHelper
 
 // DefaultPlugin is the chained memif-cni entry: it asks the runtime for the pod annotations and
 // for Multus's device-info file.

@@ -15,6 +15,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/daemon"
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 func main() {
@@ -32,8 +33,8 @@ func run() error {
 		logFormat string
 	)
 	flag.StringVar(&cfgPath, "config", "", "YAML config file (default: 64 socket slots and pool hugepool of 4 x 64Mi units per NUMA node)")
-	flag.StringVar(&opts.KubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet root directory (device-plugins/ and pod-resources/ live under it)")
-	flag.StringVar(&opts.StateDir, "state-dir", "/var/lib/memifnet", "memifnet state directory (sockets/, pools/, deviceplugin/)")
+	flag.StringVar(&opts.KubeletDir, "kubelet-dir", names.KubeletDir, "kubelet root directory (device-plugins/ and pod-resources/ live under it)")
+	flag.StringVar(&opts.StateDir, "state-dir", names.StateDir, "memifnet state directory (sockets/, pools/, deviceplugin/)")
 	flag.StringVar(&opts.SysfsRoot, "sysfs-root", "/sys", "sysfs root, read for NUMA nodes")
 	flag.StringVar(&opts.DevinfoDir, "devinfo-dir", devinfo.DefaultDir, "directory for NPWG device-info files")
 	flag.StringVar(&opts.CDIDir, "cdi-dir", "", "write CDI specs here (e.g. /var/run/cdi) and answer Allocate with CDI devices instead of mounts")

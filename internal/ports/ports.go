@@ -11,20 +11,19 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
 // Annotation is the pod annotation that asks for memif ports.
-const Annotation = "memifnet.io/ports"
+const Annotation = names.PortsAnnotation
 
-// Defaults of a port object (DESIGN.md, "Port object").
+// Defaults of a port object (docs/design.md, "Port object"); the limits are portspec's.
 const (
-	DefaultMode       = "ethernet"
+	DefaultMode       = portspec.ModeEthernet
 	DefaultQueues     = 1
 	DefaultRingSize   = 1024
 	DefaultBufferSize = 2048
-	maxRingSize       = 32768
-	maxBufferSize     = 65535
 )
 
 // Port is one requested port with defaults filled in.
@@ -44,7 +43,7 @@ type Port struct {
 // isLinkName reports whether a link name is a DNS label (1-63 characters of [a-z0-9-], starting
 // and ending alphanumeric): link names become directory names under links/<namespace>/.
 func isLinkName(s string) bool {
-	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+	if len(s) == 0 || len(s) > names.MaxLinkNameLen || s[0] == '-' || s[len(s)-1] == '-' {
 		return false
 	}
 	for _, c := range []byte(s) {
@@ -133,7 +132,7 @@ func parseShort(v string) ([]Port, error) {
 
 func validate(ps []Port) error {
 	var errs []error
-	names := map[string]int{}
+	portAt := map[string]int{}
 	links := map[string]int{}
 	for i := range ps {
 		p := &ps[i]
@@ -141,11 +140,11 @@ func validate(ps []Port) error {
 			errs = append(errs, fmt.Errorf("port %d (%s): field %q: %s", i, p.Name, field, fmt.Sprintf(format, a...)))
 		}
 		if !portspec.IsPortName(p.Name) {
-			bad("name", "%q must be 1-15 characters of [a-z0-9-], starting and ending alphanumeric", p.Name)
-		} else if j, dup := names[p.Name]; dup {
+			bad("name", "%q must be 1-%d characters of [a-z0-9-], starting and ending alphanumeric", p.Name, portspec.MaxNameLen)
+		} else if j, dup := portAt[p.Name]; dup {
 			bad("name", "%q is also the name of port %d", p.Name, j)
 		} else {
-			names[p.Name] = i
+			portAt[p.Name] = i
 		}
 		switch {
 		case p.Link != "" && p.Peer != "":
@@ -155,7 +154,7 @@ func validate(ps []Port) error {
 		case p.Peer != "" && p.Peer != portspec.PeerHost:
 			bad("peer", "%q must be %q", p.Peer, portspec.PeerHost)
 		case p.Link != "" && !isLinkName(p.Link):
-			bad("link", "%q must be 1-63 characters of [a-z0-9-], starting and ending alphanumeric", p.Link)
+			bad("link", "%q must be 1-%d characters of [a-z0-9-], starting and ending alphanumeric", p.Link, names.MaxLinkNameLen)
 		case p.Link != "":
 			if j, dup := links[p.Link]; dup {
 				bad("link", "%q is also used by port %d; both ends of a link in one pod need no link", p.Link, j)
@@ -180,14 +179,14 @@ func validate(ps []Port) error {
 		if p.RingSize == 0 {
 			p.RingSize = DefaultRingSize
 		}
-		if p.RingSize < 2 || p.RingSize > maxRingSize || p.RingSize&(p.RingSize-1) != 0 {
-			bad("ringSize", "%d must be a power of two from 2 to %d", p.RingSize, maxRingSize)
+		if p.RingSize < portspec.MinRingSize || p.RingSize > portspec.MaxRingSize || p.RingSize&(p.RingSize-1) != 0 {
+			bad("ringSize", "%d must be a power of two from %d to %d", p.RingSize, portspec.MinRingSize, portspec.MaxRingSize)
 		}
 		if p.BufferSize == 0 {
 			p.BufferSize = DefaultBufferSize
 		}
-		if p.BufferSize < 64 || p.BufferSize > maxBufferSize {
-			bad("bufferSize", "%d must be 64..%d", p.BufferSize, maxBufferSize)
+		if p.BufferSize < portspec.MinBufferSize || p.BufferSize > portspec.MaxBufferSize {
+			bad("bufferSize", "%d must be %d..%d", p.BufferSize, portspec.MinBufferSize, portspec.MaxBufferSize)
 		}
 	}
 	return errors.Join(errs...)

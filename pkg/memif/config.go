@@ -60,9 +60,14 @@ const (
 	DefaultReconnectInterval = time.Second
 	DefaultHandshakeTimeout  = 5 * time.Second
 	DefaultMaxSleep          = 100 * time.Millisecond
-	MaxQueues                = 255
-	MaxBufferSize            = 65535 * 16 // a generous bound; descriptors carry 32-bit lengths
+	MaxQueues                = 255 // libmemif counts rings in a byte
 )
+
+// MaxBufferSize is the largest buffer this library lays out. Descriptors carry 32-bit lengths, so
+// Go-to-Go links may use buffers this large, but DPDK's net_memif and libmemif take 16-bit buffer
+// sizes: a link to them needs at most 65535, the bound of the Kubernetes contract
+// (portspec.MaxBufferSize).
+const MaxBufferSize = 65535 * 16
 
 // Config describes one memif interface.
 type Config struct {

@@ -7,8 +7,10 @@
 // at all.
 package podquery
 
+import "github.com/memifnet/memifnet/internal/names"
+
 // Helper is the helper's file name; it is installed next to memif-cni.
-const Helper = "memif-cni-podinfo"
+const Helper = names.PodInfoHelper
 
 // Query names the pod and the places to ask.
 type Query struct {

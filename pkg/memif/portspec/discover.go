@@ -8,23 +8,28 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 // Where an application finds its ports.
 const (
 	// DefaultDir is where the device plugin mounts the pod's socket slots and where the CNI
 	// plugin writes one FileName per slot.
-	DefaultDir = "/run/memifnet"
+	DefaultDir = names.ContainerDir
 	// FileName is the port spec's file in a slot directory.
-	FileName = "port.json"
+	FileName = names.PortFile
 )
 
 // Environment variables of the in-pod contract.
 const (
 	// EnvDir overrides DefaultDir (tests, or a pod that mounts the slots elsewhere).
-	EnvDir = "MEMIFNET_DIR"
+	EnvDir = names.EnvDir
 	// EnvPools lists the hugepage pool unit files the device plugin granted, comma-separated.
-	EnvPools = "MEMIFNET_POOLS"
+	EnvPools = names.EnvPools
+	// EnvSockets lists the socket slot IDs the device plugin granted, comma-separated; each is a
+	// directory under DefaultDir.
+	EnvSockets = names.EnvSockets
 )
 
 // Discover returns the ports memif-cni wired for this pod, read from $MEMIFNET_DIR or

@@ -2,7 +2,7 @@
 // file memif-cni writes into each socket slot it wires, the directory and environment variables
 // that locate those files, and the rules a valid spec follows.
 //
-// It is a leaf package (standard library only), so that the CNI plugin and other node agents can
+// It is a leaf package (the standard library and the module's dependency-free names), so that the CNI plugin and other node agents can
 // write and check port.json without linking the memif data path. An application reads its ports
 // with Discover and opens one with memif.OpenPort.
 package portspec
@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 // Version is the port.json format this package writes and reads. A file with another major
@@ -37,20 +39,15 @@ const (
 // PeerHost is the peer of a port served by a host data plane rather than another pod.
 const PeerHost = "host"
 
-// Limits of a port spec.
+// Limits of a port spec (see internal/names for why each is what it is). The buffer size bound
+// is the one every memif implementation takes, narrower than what pkg/memif accepts.
 const (
-	// MaxNameLen is the longest port name: a Linux interface name holds 15 characters.
-	MaxNameLen = 15
-	// MaxQueues is the most queue pairs a port has (the protocol and libmemif count rings in a
-	// byte).
-	MaxQueues = 255
-	// MinRingSize and MaxRingSize bound the ring entries, a power of two: 2^15 is the most that
-	// free-running 16-bit ring indices can tell apart from an empty ring.
-	MinRingSize = 2
-	MaxRingSize = 32768
-	// MinBufferSize and MaxBufferSize bound the bytes per buffer.
-	MinBufferSize = 64
-	MaxBufferSize = 65535 * 16
+	MaxNameLen    = names.MaxPortNameLen
+	MaxQueues     = names.MaxQueues
+	MinRingSize   = names.MinRingSize
+	MaxRingSize   = names.MaxRingSize
+	MinBufferSize = names.MinBufferSize
+	MaxBufferSize = names.MaxBufferSize
 	// MaxSecretLen is the longest secret: the protocol's 24-byte field ends with a NUL.
 	MaxSecretLen = 23
 	// MaxSocketLen is the longest socket path: a Unix socket address holds 107 bytes and a NUL.

@@ -11,17 +11,17 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 // Defaults of the path settings. Every path is overridable so that tests (and unusual nodes)
 // can point the plugin elsewhere.
 const (
-	DefaultStateDir   = "/var/lib/memifnet"
-	DefaultKubeletDir = "/var/lib/kubelet"
+	DefaultStateDir   = names.StateDir
+	DefaultKubeletDir = names.KubeletDir
 	DefaultDevInfoDir = "/var/run/k8s.cni.cncf.io/devinfo"
 	DefaultKubeletURL = "https://127.0.0.1:10250"
-	// ContainerRoot is where the device plugin mounts slots in the container.
-	ContainerRoot = "/run/memifnet"
 )
 
 // PodAnnotationsKey is the runtimeConfig capability containerd (>= 1.5) and CRI-O (>= 1.29) fill
@@ -185,17 +185,17 @@ func describeJSONError(err error) string {
 }
 
 // SlotsDir holds the device plugin's slot directories.
-func (c *NetConf) SlotsDir() string { return filepath.Join(c.StateDir, "sockets") }
+func (c *NetConf) SlotsDir() string { return filepath.Join(c.StateDir, names.SocketsSubdir) }
 
 // LinksDir holds one directory per link, bind-mounted into both pods' slots.
-func (c *NetConf) LinksDir() string { return filepath.Join(c.StateDir, "links") }
+func (c *NetConf) LinksDir() string { return filepath.Join(c.StateDir, names.LinksSubdir) }
 
 // StoreDir holds the plugin's records.
-func (c *NetConf) StoreDir() string { return filepath.Join(c.StateDir, "state") }
+func (c *NetConf) StoreDir() string { return filepath.Join(c.StateDir, names.StoreSubdir) }
 
 // PodResourcesSocket is the kubelet's PodResources gRPC socket.
 func (c *NetConf) PodResourcesSocket() string {
-	return filepath.Join(c.KubeletDir, "pod-resources", "kubelet.sock")
+	return filepath.Join(c.KubeletDir, names.PodResourcesSocket)
 }
 
 // K8sArgs are the pod identity the runtime passes in CNI_ARGS.

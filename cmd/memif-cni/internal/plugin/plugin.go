@@ -28,6 +28,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/podlookup"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/podresources"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/ports"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
@@ -38,13 +39,6 @@ const (
 	ErrNoSlots            uint = 101 // the pod holds fewer memifnet.io/socket slots than it asks ports
 	ErrLinkConflict       uint = 102 // the link is full, or the other end disagrees on role, id or mode
 	ErrPluginNotAvailable uint = 50
-)
-
-// Files of the in-pod contract.
-const (
-	PortFile   = "port.json"
-	LinkSubdir = "link"
-	SocketFile = "memif.sock"
 )
 
 func cniErr(code uint, msg string, format string, a ...any) *types.Error {
@@ -93,13 +87,13 @@ func Add(args *skel.CmdArgs) error {
 	}
 	for _, s := range slots {
 		if !isDNSLabel(s) {
-			return cniErr(types.ErrIOFailure, "invalid slot ID", "the kubelet reports %s %q, which is not a slot name of memif-deviceplugin", podresources.SocketResource, s)
+			return cniErr(types.ErrIOFailure, "invalid slot ID", "the kubelet reports %s %q, which is not a slot name of memif-deviceplugin", names.SocketResource, s)
 		}
 	}
 	if len(slots) < len(reqs) {
 		return cniErr(ErrNoSlots, "not enough memif socket slots",
 			"pod %s/%s asks for %d memif ports but holds %d %s; set resources.limits[%q] to %d in one of its containers",
-			k8s.Namespace, k8s.Name, len(reqs), len(slots), podresources.SocketResource, podresources.SocketResource, len(reqs))
+			k8s.Namespace, k8s.Name, len(reqs), len(slots), names.SocketResource, names.SocketResource, len(reqs))
 	}
 
 	st := store(conf)
@@ -221,7 +215,7 @@ func wirePort(ctx context.Context, conf *config.NetConf, args *skel.CmdArgs, st 
 	if r.Mode == "ethernet" {
 		spec.MAC = stableMAC(att.Namespace, att.Pod, r.Name).String()
 	}
-	containerSlot := config.ContainerRoot + "/" + p.Slot
+	containerSlot := names.ContainerDir + "/" + p.Slot
 	if r.Link != "" {
 		dirs := linkDirs(conf)
 		ln, role, err := st.Join(att.Namespace, r.Link, dirs, state.JoinRequest{
@@ -244,14 +238,14 @@ func wirePort(ctx context.Context, conf *config.NetConf, args *skel.CmdArgs, st 
 			return refusal(err, "cannot mount link %q in slot %s of pod %s/%s", r.Link, p.Slot, att.Namespace, att.Pod)
 		}
 		failpoint.Hit("mount")
-		spec.Socket = containerSlot + "/" + LinkSubdir + "/" + SocketFile
+		spec.Socket = containerSlot + "/" + names.LinkSubdir + "/" + names.SocketFile
 	} else {
 		// A host data plane listens on the slot's socket by default: the pod is the client.
 		spec.Role = r.Role
 		if spec.Role == "" {
 			spec.Role = "client"
 		}
-		spec.Socket = containerSlot + "/" + SocketFile
+		spec.Socket = containerSlot + "/" + names.SocketFile
 	}
 	p.Role = spec.Role
 	if err := st.WriteAttachment(*att); err != nil {
@@ -273,7 +267,7 @@ func wirePort(ctx context.Context, conf *config.NetConf, args *skel.CmdArgs, st 
 		}
 	}
 	if err := writePortSpec(slot, spec); err != nil {
-		return refusal(err, "cannot write %s in slot %s of pod %s/%s", PortFile, p.Slot, att.Namespace, att.Pod)
+		return refusal(err, "cannot write %s in slot %s of pod %s/%s", names.PortFile, p.Slot, att.Namespace, att.Pod)
 	}
 	failpoint.Hit("portjson")
 	info := devinfo.Info{Type: "memif", Version: devinfo.Version,
@@ -288,7 +282,7 @@ func wirePort(ctx context.Context, conf *config.NetConf, args *skel.CmdArgs, st 
 	}
 	failpoint.Hit("devinfo")
 	if p.HostDesc != "" {
-		if err := writeHostDesc(p.HostDesc, filepath.Join(conf.SlotsDir(), p.Slot, SocketFile), att, spec); err != nil {
+		if err := writeHostDesc(p.HostDesc, filepath.Join(conf.SlotsDir(), p.Slot, names.SocketFile), att, spec); err != nil {
 			return err
 		}
 		failpoint.Hit("hostdesc")
@@ -336,7 +330,7 @@ func writePortSpec(slot *safefs.Dir, spec portspec.PortSpec) error {
 	if err != nil {
 		return fmt.Errorf("encode port spec: %w", err)
 	}
-	return slot.WriteFile(PortFile, append(b, '\n'), 0o644, safefs.WriteOptions{})
+	return slot.WriteFile(names.PortFile, append(b, '\n'), 0o644, safefs.WriteOptions{})
 }
 
 // stableMAC derives a locally administered unicast MAC from the pod's name and the port, so the
@@ -498,8 +492,8 @@ func unwireSlot(conf *config.NetConf, st state.Store, key string, p state.Port) 
 	if slot, err := openSlot(conf, p.Slot); err == nil {
 		if id, err := slot.Identity(); err == nil && id == p.SlotMount {
 			unwireLink(slot, p)
-			if err := slot.Remove(PortFile); err != nil {
-				warn("slot %s: leaving %s: %v", p.Slot, PortFile, err)
+			if err := slot.Remove(names.PortFile); err != nil {
+				warn("slot %s: leaving %s: %v", p.Slot, names.PortFile, err)
 			}
 		}
 		slot.Close()
@@ -514,24 +508,24 @@ func unwireLink(slot *safefs.Dir, p state.Port) {
 	if p.LinkMount.IsZero() {
 		return
 	}
-	in, err := slot.Inspect(LinkSubdir)
+	in, err := slot.Inspect(names.LinkSubdir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return
 	case err != nil:
-		warn("slot %s: leaving %s: %v", p.Slot, LinkSubdir, err)
+		warn("slot %s: leaving %s: %v", p.Slot, names.LinkSubdir, err)
 		return
 	case in.MountRoot && !in.Identity.SameFile(p.LinkMount):
-		warn("slot %s: leaving %s: the mount there (%s) is not link %s (%s)", p.Slot, LinkSubdir, in.Identity, p.Link, p.LinkMount)
+		warn("slot %s: leaving %s: the mount there (%s) is not link %s (%s)", p.Slot, names.LinkSubdir, in.Identity, p.Link, p.LinkMount)
 		return
 	case in.MountRoot:
-		if _, err := slot.Unmount(LinkSubdir, in.Identity); err != nil {
-			warn("slot %s: leaving %s mounted: %v", p.Slot, LinkSubdir, err)
+		if _, err := slot.Unmount(names.LinkSubdir, in.Identity); err != nil {
+			warn("slot %s: leaving %s mounted: %v", p.Slot, names.LinkSubdir, err)
 			return
 		}
 	}
-	if err := slot.Remove(LinkSubdir); err != nil {
-		warn("slot %s: leaving the %s directory: %v", p.Slot, LinkSubdir, err)
+	if err := slot.Remove(names.LinkSubdir); err != nil {
+		warn("slot %s: leaving the %s directory: %v", p.Slot, names.LinkSubdir, err)
 	}
 }
 
@@ -587,16 +581,16 @@ func checkPort(conf *config.NetConf, st state.Store, att state.Attachment, p sta
 	if id, err := slot.Identity(); err != nil || id != p.SlotMount {
 		return fmt.Errorf("slot %s was replaced since ADD (%v)", p.Slot, err)
 	}
-	b, err := slot.ReadFile(PortFile, maxPortFile)
+	b, err := slot.ReadFile(names.PortFile, maxPortFile)
 	if err != nil {
 		return err
 	}
 	spec, err := portspec.Parse(b)
 	if err != nil {
-		return fmt.Errorf("%s in slot %s: %w", PortFile, p.Slot, err)
+		return fmt.Errorf("%s in slot %s: %w", names.PortFile, p.Slot, err)
 	}
 	if spec.Name != p.Name || spec.Role != p.Role {
-		return fmt.Errorf("%s in slot %s describes port %s (%s)", PortFile, p.Slot, spec.Name, spec.Role)
+		return fmt.Errorf("%s in slot %s describes port %s (%s)", names.PortFile, p.Slot, spec.Name, spec.Role)
 	}
 	if _, err := os.Stat(p.DevInfo); err != nil {
 		return fmt.Errorf("device-info: %w", err)
@@ -604,8 +598,8 @@ func checkPort(conf *config.NetConf, st state.Store, att state.Attachment, p sta
 	if p.Link == "" {
 		return nil
 	}
-	if id, mounted, err := slot.MountAt(LinkSubdir); err != nil || !mounted || !id.SameFile(p.LinkMount) {
-		return fmt.Errorf("%s in slot %s is not the link mount ADD made (%v)", LinkSubdir, p.Slot, err)
+	if id, mounted, err := slot.MountAt(names.LinkSubdir); err != nil || !mounted || !id.SameFile(p.LinkMount) {
+		return fmt.Errorf("%s in slot %s is not the link mount ADD made (%v)", names.LinkSubdir, p.Slot, err)
 	}
 	ln, ok, err := st.ReadLink(att.Namespace, p.Link)
 	member := false

@@ -11,6 +11,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/linkdir"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 )
 
@@ -72,7 +73,7 @@ func bindLink(slot *safefs.Dir, dirs linkdir.Dirs, ln state.Link) error {
 		return err
 	}
 	defer src.Close()
-	in, err := slot.Inspect(LinkSubdir)
+	in, err := slot.Inspect(names.LinkSubdir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
@@ -80,18 +81,18 @@ func bindLink(slot *safefs.Dir, dirs linkdir.Dirs, ln state.Link) error {
 	case in.MountRoot && in.Identity.SameFile(ln.Mount):
 		return nil
 	case in.MountRoot:
-		return &safefs.RefusedError{Path: slot.Path() + "/" + LinkSubdir, Reason: "another file system is mounted there; memif-cni did not mount it"}
+		return &safefs.RefusedError{Path: slot.Path() + "/" + names.LinkSubdir, Reason: "another file system is mounted there; memif-cni did not mount it"}
 	default:
 		// A directory left by the pod (or by an undo that could not remove it): take it away
 		// if it is empty, so that the mount goes onto a directory made now.
-		if err := slot.Remove(LinkSubdir); err != nil {
-			return &safefs.RefusedError{Path: slot.Path() + "/" + LinkSubdir, Reason: "a directory memif-cni did not make, and not empty"}
+		if err := slot.Remove(names.LinkSubdir); err != nil {
+			return &safefs.RefusedError{Path: slot.Path() + "/" + names.LinkSubdir, Reason: "a directory memif-cni did not make, and not empty"}
 		}
 	}
-	if _, err := slot.Mkdir(LinkSubdir, 0o755); err != nil {
+	if _, err := slot.Mkdir(names.LinkSubdir, 0o755); err != nil {
 		return err
 	}
-	_, err = slot.Bind(src, LinkSubdir)
+	_, err = slot.Bind(src, names.LinkSubdir)
 	return err
 }
 

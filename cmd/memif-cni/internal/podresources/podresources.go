@@ -12,10 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-)
 
-// SocketResource is the device plugin's slot resource.
-const SocketResource = "memifnet.io/socket"
+	"github.com/memifnet/memifnet/internal/names"
+)
 
 // Slots returns the pod's slot IDs in a deterministic order: containers in the order the kubelet
 // reports them (the pod spec's), and each container's slots sorted by ID. Ports are mapped to
@@ -39,7 +38,7 @@ func Slots(ctx context.Context, socket, namespace, name string) ([]string, error
 	for _, ctr := range pod.containers {
 		var ids []string
 		for _, d := range ctr.devices {
-			if d.resourceName != SocketResource {
+			if d.resourceName != names.SocketResource {
 				continue
 			}
 			for _, id := range d.deviceIDs {

@@ -14,6 +14,7 @@ import (
 	api "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/kubeletfake"
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 // serve runs the kubelet stand-in, a grpc-go server of the real generated service, and returns
@@ -110,7 +111,7 @@ func TestDecodeMatchesGenerated(t *testing.T) {
 		Name: "init",
 		Devices: []*api.ContainerDevices{
 			{ResourceName: "example.com/gpu", DeviceIds: []string{"gpu0"}, Topology: topo},
-			{ResourceName: SocketResource, DeviceIds: []string{"slot-003", "slot-001"}, Topology: topo},
+			{ResourceName: names.SocketResource, DeviceIds: []string{"slot-003", "slot-001"}, Topology: topo},
 		},
 		CpuIds: []int64{0, 1},
 		Memory: []*api.ContainerMemory{{MemoryType: "hugepages-2Mi", Size: 1 << 30, Topology: topo}},
@@ -118,7 +119,7 @@ func TestDecodeMatchesGenerated(t *testing.T) {
 			ClaimResources: []*api.ClaimResource{{CdiDevices: []*api.CDIDevice{{Name: "vendor/x=y"}}, DriverName: "d"}}}},
 	}, {
 		Name:    "app",
-		Devices: []*api.ContainerDevices{{ResourceName: SocketResource, DeviceIds: []string{"slot-000"}}},
+		Devices: []*api.ContainerDevices{{ResourceName: names.SocketResource, DeviceIds: []string{"slot-000"}}},
 	}}}
 	b, err := proto.Marshal(&api.ListPodResourcesResponse{PodResources: []*api.PodResources{{Name: "other", Namespace: "ns"}, pod}})
 	if err != nil {
@@ -131,7 +132,7 @@ func TestDecodeMatchesGenerated(t *testing.T) {
 	if len(pods) != 2 || pods[1].name != "a" || pods[1].namespace != "ns" || len(pods[1].containers) != 2 {
 		t.Fatalf("decoded %+v", pods)
 	}
-	if d := pods[1].containers[0].devices[1]; d.resourceName != SocketResource || !slices.Equal(d.deviceIDs, []string{"slot-003", "slot-001"}) {
+	if d := pods[1].containers[0].devices[1]; d.resourceName != names.SocketResource || !slices.Equal(d.deviceIDs, []string{"slot-003", "slot-001"}) {
 		t.Errorf("devices %+v", d)
 	}
 	g, err := proto.Marshal(&api.GetPodResourcesResponse{PodResources: pod})
@@ -164,7 +165,7 @@ func TestDecodeRejects(t *testing.T) {
 func FuzzDecodeList(f *testing.F) {
 	b, _ := proto.Marshal(&api.ListPodResourcesResponse{PodResources: []*api.PodResources{{Name: "a", Namespace: "ns",
 		Containers: []*api.ContainerResources{{Name: "app", CpuIds: []int64{3},
-			Devices: []*api.ContainerDevices{{ResourceName: SocketResource, DeviceIds: []string{"slot-1"}}}}}}}})
+			Devices: []*api.ContainerDevices{{ResourceName: names.SocketResource, DeviceIds: []string{"slot-1"}}}}}}}})
 	f.Add(b)
 	f.Add([]byte{0x0a, 0x00})
 	f.Fuzz(func(t *testing.T, b []byte) {

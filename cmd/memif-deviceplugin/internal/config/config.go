@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 // MaxSocketSlots bounds socketSlots so that slot IDs stay short and a typo
@@ -107,7 +109,7 @@ func Default() Config {
 		SocketSlots: 64,
 		SlotLimits:  SlotLimits{Size: Quantity{Bytes: DefaultSlotSize, Text: "1Mi"}, Inodes: DefaultSlotInodes},
 		Pools: []Pool{{
-			Name:             "hugepool",
+			Name:             names.DefaultPool,
 			PageSize:         Quantity{Bytes: 2 << 20, Text: "2Mi"},
 			UnitSize:         Quantity{Bytes: 64 << 20, Text: "64Mi"},
 			UnitsPerNUMANode: 4,

@@ -29,6 +29,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/pools"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 // Options are everything main gets from flags.
@@ -177,7 +178,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.goRun(func() { _ = srv.Run(ctx) })
 		rcl = append(rcl, r)
 	}
-	pr, err := podresources.New(filepath.Join(d.opts.KubeletDir, "pod-resources", "kubelet.sock"), d.opts.Log)
+	pr, err := podresources.New(filepath.Join(d.opts.KubeletDir, names.PodResourcesSocket), d.opts.Log)
 	if err != nil {
 		return err
 	}

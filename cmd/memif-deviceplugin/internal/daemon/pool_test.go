@@ -13,7 +13,7 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/hugetest"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/pools"
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 func withPool(t *testing.T, o Options, unitSize int64, units int) Options {
@@ -54,7 +54,7 @@ func TestPoolResourceOverGRPC(t *testing.T) {
 
 	resp := allocate(t, c, []string{"hugepool-n0-001"})
 	cr := resp.ContainerResponses[0]
-	if cr.Envs[pools.EnvPools] != "/run/memifnet/pools/hugepool-n0-001" || len(cr.Mounts) != 1 ||
+	if cr.Envs[names.EnvPools] != "/run/memifnet/pools/hugepool-n0-001" || len(cr.Mounts) != 1 ||
 		cr.Mounts[0].ContainerPath != "/run/memifnet/pools/hugepool-n0-001" {
 		t.Fatalf("response %v", cr)
 	}

@@ -21,16 +21,11 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 const (
-	// ResourcePrefix + pool name is the extended resource.
-	ResourcePrefix = "memifnet.io/"
-	// ContainerRoot is where unit files appear in the container.
-	ContainerRoot = "/run/memifnet/pools"
-	// EnvPools lists the container paths of the units a container got.
-	EnvPools = "MEMIFNET_POOLS"
 	// fileMode lets a non-root app map its unit; a unit is mounted into one
 	// container at a time.
 	fileMode = 0o666
@@ -53,7 +48,7 @@ type Provider struct {
 // mapped by running pods. Missing hugepages are not fatal: the pool offers
 // the units that could be made and the log says why there are fewer.
 func New(stateDir string, pool config.Pool, nodes []int, log *slog.Logger) (*Provider, error) {
-	p := &Provider{pool: pool, dir: filepath.Join(stateDir, "pools", pool.Name), log: log.With("pool", pool.Name)}
+	p := &Provider{pool: pool, dir: filepath.Join(stateDir, names.PoolsSubdir, pool.Name), log: log.With("pool", pool.Name)}
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("pool %s: %w", pool.Name, err)
 	}
@@ -97,7 +92,7 @@ func (p *Provider) mount() error {
 }
 
 // Resource implements resource.Provider.
-func (p *Provider) Resource() string { return ResourcePrefix + p.pool.Name }
+func (p *Provider) Resource() string { return names.ResourcePrefix + p.pool.Name }
 
 // Units implements resource.Provider.
 func (p *Provider) Units() []resource.Unit { return p.units }
@@ -251,7 +246,7 @@ func (p *Provider) nodeOf(id string) (int, bool) {
 
 // Mount puts a unit file at /run/memifnet/pools/<unit>.
 func (p *Provider) Mount(id string) resource.Mount {
-	return resource.Mount{Host: p.Path(id), Container: ContainerRoot + "/" + id}
+	return resource.Mount{Host: p.Path(id), Container: names.ContainerPoolsDir + "/" + id}
 }
 
 // Grant lists the container paths of the units in MEMIFNET_POOLS.
@@ -263,7 +258,7 @@ func (p *Provider) Grant(ids []string) (map[string]string, error) {
 		}
 		paths = append(paths, p.Mount(id).Container)
 	}
-	return map[string]string{EnvPools: strings.Join(paths, ",")}, nil
+	return map[string]string{names.EnvPools: strings.Join(paths, ",")}, nil
 }
 
 // Unmount removes the pool's mount; only for tests and explicit teardown,

@@ -19,16 +19,11 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 const (
-	// ResourceName is the extended resource of socket slots.
-	ResourceName = "memifnet.io/socket"
-	// ContainerRoot is where slots appear in the container.
-	ContainerRoot = "/run/memifnet"
-	// EnvSockets lists the slot IDs a container got.
-	EnvSockets = "MEMIFNET_SOCKETS"
 	// rootMode lets a non-root app create its socket in the slot. A slot is mounted into one pod
 	// at a time and replaced before the next, so world-writable leaks nothing.
 	rootMode = 0o777
@@ -71,7 +66,7 @@ func IDs(n int) []string {
 // NUMA nodes in contiguous blocks so that a container can get all of its slots on the node of its
 // pool units and CPUs.
 func New(stateDir string, n int, nodes []int, limits Limits, dw devinfo.Writer, log *slog.Logger) (*Provider, error) {
-	dir, err := safefs.MkdirAllOpen(stateDir+"/sockets", 0o755)
+	dir, err := safefs.MkdirAllOpen(stateDir+"/"+names.SocketsSubdir, 0o755)
 	if err != nil {
 		return nil, fmt.Errorf("slots dir: %w", err)
 	}
@@ -141,7 +136,7 @@ func (p *Provider) replace(id string) error {
 }
 
 // Resource implements resource.Provider.
-func (p *Provider) Resource() string { return ResourceName }
+func (p *Provider) Resource() string { return names.SocketResource }
 
 // Units implements resource.Provider.
 func (p *Provider) Units() []resource.Unit { return p.units }
@@ -176,7 +171,7 @@ func (p *Provider) Check(id string) error {
 // anything the previous tenant left in it and any link directory the CNI bind-mounted into it,
 // is detached, never deleted through: a link's own files belong to its other pod too.
 func (p *Provider) Scrub(id string) error {
-	if err := p.devinfo.Remove(ResourceName, id); err != nil {
+	if err := p.devinfo.Remove(names.SocketResource, id); err != nil {
 		return fmt.Errorf("scrub %s: %w", id, err)
 	}
 	if err := p.replace(id); err != nil {
@@ -201,15 +196,15 @@ func (p *Provider) UnmountAll() error {
 // sockets made later by the CNI, the host data plane or the app appear in the container; the
 // runtime binds it recursively, so a link the CNI mounted on <slot>/link comes along.
 func (p *Provider) Mount(id string) resource.Mount {
-	return resource.Mount{Host: p.Dir(id), Container: ContainerRoot + "/" + id}
+	return resource.Mount{Host: p.Dir(id), Container: names.ContainerDir + "/" + id}
 }
 
 // Grant lists the slots in MEMIFNET_SOCKETS and writes their device-info files.
 func (p *Provider) Grant(ids []string) (map[string]string, error) {
 	for _, id := range ids {
-		if err := p.devinfo.WriteMemif(ResourceName, id, p.Mount(id).Container+"/memif.sock"); err != nil {
+		if err := p.devinfo.WriteMemif(names.SocketResource, id, p.Mount(id).Container+"/"+names.SocketFile); err != nil {
 			return nil, fmt.Errorf("grant %s: %w", id, err)
 		}
 	}
-	return map[string]string{EnvSockets: strings.Join(ids, ",")}, nil
+	return map[string]string{names.EnvSockets: strings.Join(ids, ",")}, nil
 }
