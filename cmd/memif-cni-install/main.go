@@ -31,6 +31,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-cni-install/internal/conflist"
 	"github.com/memifnet/memifnet/cmd/memif-cni-install/internal/kubeconfig"
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 // helper is memif-cni's helper binary (cmd/internal/podquery).
@@ -162,26 +163,8 @@ func installBinary(src, dir, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+name+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+	// Durable: the runtime executes this file for every pod; a crash must not leave it torn.
+	if err := safefs.WriteFile(filepath.Join(dir, name), data, 0o755, safefs.WriteOptions{Durable: true}); err != nil {
 		return fmt.Errorf("install %s: %w", name, err)
 	}
 	return nil

@@ -19,7 +19,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -29,6 +28,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 func main() {
@@ -94,14 +95,11 @@ func run(args []string) error {
 	if img, err = mutate.ConfigFile(img, cfg); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+	var buf bytes.Buffer
+	if err := tarball.Write(ref, img, &buf); err != nil {
 		return err
 	}
-	tmp := *out + ".tmp"
-	if err := tarball.WriteToFile(tmp, ref, img); err != nil {
-		return err
-	}
-	return os.Rename(tmp, *out)
+	return safefs.WriteFile(*out, buf.Bytes(), 0o644, safefs.WriteOptions{})
 }
 
 // buildLayer makes the one layer: parent directories, the files (mode 0755), /tmp and the

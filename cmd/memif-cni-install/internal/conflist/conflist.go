@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 // PluginType is the CNI type the installer manages.
@@ -235,9 +237,9 @@ func sameJSON(a, b []byte) bool {
 	return bytes.Equal(x.Bytes(), y.Bytes())
 }
 
-// WriteFile replaces path atomically with the given mode (0: the old file's, or 0644 for a new
-// one). The temporary file has no CNI extension, so a runtime watching the directory never
-// reads it.
+// WriteFile replaces path atomically and durably (a torn conflist would break every pod's
+// networking) with the given mode (0: the old file's, or 0644 for a new one). The temporary file
+// has no CNI extension, so a runtime watching the directory never reads it.
 func WriteFile(path string, data []byte, mode os.FileMode) error {
 	if mode == 0 {
 		mode = 0o644
@@ -245,19 +247,7 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 			mode = fi.Mode().Perm()
 		}
 	}
-	tmp := path + ".memifnet-tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, mode); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return safefs.WriteFile(path, data, mode, safefs.WriteOptions{Durable: true})
 }
 
 // InstallFile chains plugin into the primary configuration file. A single-plugin .conf becomes

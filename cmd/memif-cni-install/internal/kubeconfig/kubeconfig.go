@@ -10,6 +10,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 // Write writes <dir of path>/token, ca.crt and the kubeconfig at path. changed is false when
@@ -67,9 +69,5 @@ func writeIfChanged(path string, data []byte) (bool, error) {
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
 		return false, nil
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return false, err
-	}
-	return true, os.Rename(tmp, path)
+	return true, safefs.WriteFile(path, data, 0o600, safefs.WriteOptions{Durable: true})
 }
