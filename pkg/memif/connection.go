@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -44,6 +45,26 @@ func newRingInfo(r ring.Ring, efd int, bufBase uint32) (ringInfo, error) {
 		return ringInfo{}, fmt.Errorf("ring eventfd: %w", err)
 	}
 	return ringInfo{r: r, eventfd: efd, efile: os.NewFile(uintptr(efd), "memif-eventfd"), bufBase: bufBase}, nil
+}
+
+// checkEventfd refuses an fd that is not an eventfd. The kernel names the fd's kind in
+// /proc/self/fd; where /proc is not mounted, only an fd that is no anonymous inode at all (a file,
+// a pipe, a socket) can be told apart, and is refused.
+func checkEventfd(fd int) error {
+	if target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); err == nil {
+		if target != "anon_inode:[eventfd]" {
+			return fmt.Errorf("it is %s, not an eventfd", target)
+		}
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != 0 {
+		return fmt.Errorf("it is a file of mode %#o, not an eventfd", st.Mode)
+	}
+	return nil
 }
 
 func (c *connection) mems() [][]byte {

@@ -259,6 +259,38 @@ func TestHostileClientMessages(t *testing.T) {
 		}, reason})
 	}
 	ringCase("ring without eventfd", func(*socket.AddRing) {}, false, "missing ring eventfd")
+	// A ring's interrupt fd that is no eventfd: Wait would spin on it or block for ever.
+	notEventfd := func(name string, mk func() int, reason string) {
+		cases = append(cases, struct {
+			name   string
+			run    func(p *rawPeer)
+			reason string
+		}{name, func(p *rawPeer) {
+			p.init(7)
+			p.makeMemory()
+			p.send(socket.AddRegion{Size: uint64(len(p.region.Mem))}, p.region.Fd)
+			p.expect(socket.TypeAck)
+			fd := mk()
+			defer unix.Close(fd)
+			p.send(p.ringMsg(0), fd)
+		}, reason})
+	}
+	notEventfd("ring interrupt fd is a file", func() int { return memfd(4096) }, "ring interrupt fd: it is /memfd:bad")
+	notEventfd("ring interrupt fd is a pipe", func() int {
+		var fds [2]int
+		_ = unix.Pipe2(fds[:], unix.O_CLOEXEC)
+		unix.Close(fds[1])
+		return fds[0]
+	}, "ring interrupt fd: it is pipe:")
+	notEventfd("ring interrupt fd is a socket", func() int {
+		fds, _ := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		unix.Close(fds[1])
+		return fds[0]
+	}, "ring interrupt fd: it is socket:")
+	notEventfd("ring interrupt fd is an epoll fd", func() int {
+		fd, _ := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		return fd
+	}, "ring interrupt fd: it is anon_inode:[eventpoll], not an eventfd")
 	ringCase("ring in unknown region", func(m *socket.AddRing) { m.Region = 1 }, true, "only 1 regions")
 	ringCase("ring past region end", func(m *socket.AddRing) { m.Offset = 1 << 20 }, true, "ends past region")
 	ringCase("ring offset overflowing 32 bits", func(m *socket.AddRing) { m.Offset = 0xffffff80 }, true, "ends past region")

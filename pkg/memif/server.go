@@ -357,6 +357,11 @@ func (i *Interface) checkRing(c *connection, rings [2][]pendingRing, msg socket.
 	if fd < 0 {
 		return errors.New("missing ring eventfd")
 	}
+	// Any other kind of fd would break Wait: a file or a pipe is not pollable the same way, and
+	// Wait would spin on it or block forever.
+	if err := checkEventfd(fd); err != nil {
+		return fmt.Errorf("ring interrupt fd: %v", err)
+	}
 	dir, limit, name := 1, i.cfg.TxQueues, "M2S"
 	if msg.Flags&socket.AddRingFlagS2M != 0 {
 		dir, limit, name = 0, i.cfg.RxQueues, "S2M"
