@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/hugetest"
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -46,7 +46,7 @@ func mapUnit(t *testing.T, path string, size int) []byte {
 }
 
 func TestPoolUnitsScrubAndRestart(t *testing.T) {
-	hugetest.Need(t, 8)
+	testutil.NeedHugepages(t, 8)
 	state := t.TempDir()
 	p := newPool(t, state, pool(2))
 	if got := len(p.Units()); got != 2 {
@@ -114,7 +114,7 @@ func TestPoolUnitsScrubAndRestart(t *testing.T) {
 // TestPoolTooFewPages: a size-limited hugetlbfs mount holds 2 of the 4
 // configured units; the pool offers those 2 and does not fail.
 func TestPoolTooFewPages(t *testing.T) {
-	hugetest.Need(t, 4)
+	testutil.NeedHugepages(t, 4)
 	state := t.TempDir()
 	dir := filepath.Join(state, "pools", "hugepool")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -137,7 +137,7 @@ func TestPoolTooFewPages(t *testing.T) {
 }
 
 func TestPoolWrongPageSizeMount(t *testing.T) {
-	hugetest.Need(t, 1)
+	testutil.NeedHugepages(t, 1)
 	state := t.TempDir()
 	pc := pool(1)
 	pc.PageSize = config.Quantity{Bytes: 1 << 30}
