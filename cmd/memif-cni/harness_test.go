@@ -20,7 +20,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 
-	"github.com/memifnet/memifnet/cmd/memif-cni/internal/kubeletfake"
+	"github.com/memifnet/memifnet/internal/kubeletfake"
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/internal/testutil"
 )
@@ -89,18 +90,6 @@ func newCNI(path []string, cacheDir string) *libcni.CNIConfig {
 	})
 }
 
-// requireRoot skips without root (bind mounts and network namespaces need it), but fails under
-// CI=true, where a skip would hide that the proof did not run.
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("this test needs root (bind mounts, network namespaces) and CI=true forbids skipping it")
-		}
-		t.Skip("needs root: bind mounts and network namespaces")
-	}
-}
-
 // node is one test node: state, kubelet and device-info directories under a temp dir, slot
 // directories as the device plugin makes them, and a kubelet stand-in.
 type node struct {
@@ -121,7 +110,7 @@ type node struct {
 
 func newNode(t testing.TB, slots int) *node {
 	t.Helper()
-	requireRoot(t)
+	testutil.RequireRoot(t, "bind mounts and network namespaces")
 	root := t.TempDir()
 	n := &node{t: t, root: root, stateDir: filepath.Join(root, "memifnet"), kubeletDir: filepath.Join(root, "kubelet"),
 		devinfoDir: filepath.Join(root, "devinfo"), kubelet: kubeletfake.New(), extra: map[string]any{}, caps: true}
@@ -211,7 +200,8 @@ func (n *node) newPod(annotation string, slots ...string) *pod {
 	if annotation != "" {
 		anns["memifnet.io/ports"] = annotation
 	}
-	n.kubelet.SetPod(kubeletfake.Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Annotations: anns, Slots: slots})
+	n.kubelet.SetPod(kubeletfake.Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Annotations: anns,
+		Devices: map[string][]string{names.SocketResource: slots}})
 	return p
 }
 

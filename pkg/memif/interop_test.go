@@ -24,18 +24,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/pkg/memif"
 	"github.com/memifnet/memifnet/pkg/memif/internal/dpdkpeer"
 )
 
 func requireDPDK(t *testing.T) {
 	t.Helper()
-	if err := dpdkpeer.Prerequisites(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("DPDK interop prerequisites missing in CI: %v", err)
-		}
-		t.Skipf("DPDK interop skipped: %v (set CI=true to make this a failure)", err)
-	}
+	testutil.Need(t, dpdkpeer.Prerequisites())
 }
 
 // dpdkMAC is the DPDK port's address (testpmd txonly uses it as the source).

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	api "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/memifnet/memifnet/cmd/memif-cni/internal/kubeletfake"
+	"github.com/memifnet/memifnet/internal/kubeletfake"
 	"github.com/memifnet/memifnet/internal/names"
 )
 
@@ -25,12 +25,14 @@ func serve(t *testing.T, k *kubeletfake.Kubelet) string {
 	return filepath.Join(dir, "pod-resources", "kubelet.sock")
 }
 
+func slots(ids ...string) map[string][]string { return map[string][]string{names.SocketResource: ids} }
+
 func TestSlotsGetAndListFallback(t *testing.T) {
 	for _, noGet := range []bool{false, true} {
 		k := kubeletfake.New()
-		k.NoGet = noGet
-		k.SetPod(kubeletfake.Pod{Namespace: "ns", Name: "a", Slots: []string{"slot-007", "slot-002"}})
-		k.SetPod(kubeletfake.Pod{Namespace: "ns", Name: "b", Slots: []string{"slot-001"}})
+		k.SetNoGet(noGet)
+		k.SetPod(kubeletfake.Pod{Namespace: "ns", Name: "a", Devices: slots("slot-007", "slot-002")})
+		k.SetPod(kubeletfake.Pod{Namespace: "ns", Name: "b", Devices: slots("slot-001")})
 		sock := serve(t, k)
 		got, err := Slots(context.Background(), sock, "ns", "a")
 		if err != nil {
@@ -39,8 +41,8 @@ func TestSlotsGetAndListFallback(t *testing.T) {
 		if want := []string{"slot-002", "slot-007"}; !slices.Equal(got, want) {
 			t.Errorf("noGet=%v: slots %v, want %v", noGet, got, want)
 		}
-		if k.Gets != 1 || k.Lists != map[bool]int{false: 0, true: 1}[noGet] {
-			t.Errorf("noGet=%v: %d Get and %d List calls", noGet, k.Gets, k.Lists)
+		if k.Gets() != 1 || k.Lists() != map[bool]int64{false: 0, true: 1}[noGet] {
+			t.Errorf("noGet=%v: %d Get and %d List calls", noGet, k.Gets(), k.Lists())
 		}
 		// An unknown pod: Get says NotFound, List does not have it: no slots, no error.
 		got, err = Slots(context.Background(), sock, "ns", "nobody")

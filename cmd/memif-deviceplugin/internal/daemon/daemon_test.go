@@ -19,23 +19,23 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/kubelettest"
+	"github.com/memifnet/memifnet/internal/kubeletfake"
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/testutil"
 )
 
-const socketRes = "memifnet.io/socket"
+const socketRes = names.SocketResource
 
 type env struct {
 	root, kubeletDir, stateDir, devinfoDir, sysfs string
-	kubelet                                       *kubelettest.Kubelet
-	podres                                        *kubelettest.PodResources
+	kubelet                                       *kubeletfake.Kubelet // Registration and PodResources
 }
 
 // newEnv makes a temp host: kubelet dir with a Registration and a
 // PodResources stand-in, a state dir and a fake sysfs with nodes NUMA nodes.
 func newEnv(t *testing.T, nodes int) *env {
 	t.Helper()
-	needRoot(t)
+	testutil.RequireRoot(t, "the device plugin mounts a tmpfs per slot")
 	root, err := os.MkdirTemp("", "mdp") // short: socket paths must fit in 108 bytes
 	if err != nil {
 		t.Fatal(err)
@@ -51,20 +51,10 @@ func newEnv(t *testing.T, nodes int) *env {
 			t.Fatal(err)
 		}
 	}
-	e.kubelet = kubelettest.StartKubelet(t, filepath.Join(e.kubeletDir, "device-plugins"))
-	e.podres = kubelettest.StartPodResources(t, filepath.Join(e.kubeletDir, "pod-resources", "kubelet.sock"))
+	e.kubelet = kubeletfake.New()
+	e.kubelet.ServeRegistration(t, e.kubeletDir)
+	e.kubelet.ServePodResources(t, e.kubeletDir)
 	return e
-}
-
-// needRoot: the plugin mounts a tmpfs per slot.
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the device plugin mounts tmpfs slots and needs root; CI=true forbids skipping")
-		}
-		t.Skip("the device plugin mounts tmpfs slots and needs root")
-	}
 }
 
 func testLog(t *testing.T) *slog.Logger {
@@ -152,7 +142,7 @@ func TestRegisterListAllocate(t *testing.T) {
 	if err != nil || !opts.GetPreferredAllocationAvailable {
 		t.Fatalf("options %v %v", opts, err)
 	}
-	devs := kubelettest.ListAndWatch(t, c).WaitFor(t, time.Second, "8 healthy slots", func(m map[string]*pluginapi.Device) bool {
+	devs := kubeletfake.ListAndWatch(t, c).WaitFor(t, time.Second, "8 healthy slots", func(m map[string]*pluginapi.Device) bool {
 		return len(m) == 8
 	})
 	for _, id := range []string{"slot-000", "slot-007"} {
@@ -213,7 +203,7 @@ func TestHealthFollowsSlotMount(t *testing.T) {
 	d, _ := start(t, o)
 	reg := e.kubelet.WaitRegistration(t, 2*time.Second)
 	c := e.kubelet.Dial(t, reg.Endpoint)
-	w := kubelettest.ListAndWatch(t, c)
+	w := kubeletfake.ListAndWatch(t, c)
 	eventually(t, 2*time.Second, "initial reclaim", func() bool { return d.Resources()[0].Stats().Dirty == 0 })
 	healthy := func(id string, want string) func(m map[string]*pluginapi.Device) bool {
 		return func(m map[string]*pluginapi.Device) bool { return m[id] != nil && m[id].Health == want }
@@ -274,7 +264,7 @@ func TestScrubBetweenTenants(t *testing.T) {
 			if !background {
 				// Every slot counts as held, so nothing is reclaimed in the
 				// background and the scrub happens in Allocate.
-				e.podres.Hold(socketRes, "slot-000", "slot-001", "slot-002", "slot-003")
+				e.kubelet.Hold(socketRes, "slot-000", "slot-001", "slot-002", "slot-003")
 			}
 			d, _ := start(t, o)
 			reg := e.kubelet.WaitRegistration(t, 2*time.Second)
@@ -282,15 +272,16 @@ func TestScrubBetweenTenants(t *testing.T) {
 			res := d.Resources()[0]
 			if !background {
 				// The first start counts every slot dirty; once held by a pod none is reclaimed.
-				e.podres.WaitLists(t, 2, 2*time.Second)
+				e.kubelet.WaitLists(t, 2, 2*time.Second)
 			} else {
 				eventually(t, 2*time.Second, "all slots reclaimed at start", func() bool { return res.Stats().Dirty == 0 })
 			}
 
-			// Tenant A.
+			// Tenant A. PodResources lists the slot from Allocate on: with a grace of 1ns a
+			// reclaim pass in between would scrub it under tenant A's writes.
+			e.kubelet.Hold(socketRes, "slot-001")
 			resp := allocate(t, c, []string{"slot-001"})
 			host := resp.ContainerResponses[0].Mounts[0].HostPath
-			e.podres.Hold(socketRes, "slot-001")
 			secret := []byte("tenant A secret")
 			must(t, os.WriteFile(filepath.Join(host, "port.json"), secret, 0o600))
 			must(t, os.MkdirAll(filepath.Join(host, "deep/er"), 0o755))
@@ -314,11 +305,11 @@ func TestScrubBetweenTenants(t *testing.T) {
 
 			if background {
 				// Still held: a reclaim pass must leave it alone.
-				e.podres.WaitLists(t, 3, 2*time.Second)
+				e.kubelet.WaitLists(t, 3, 2*time.Second)
 				if _, err := os.Stat(filepath.Join(host, "port.json")); err != nil {
 					t.Fatalf("slot in use was scrubbed: %v", err)
 				}
-				e.podres.Hold(socketRes)
+				e.kubelet.Hold(socketRes)
 				eventually(t, 2*time.Second, "background scrub", func() bool { return res.Stats().BackgroundScrub >= 5 })
 			}
 			syncBefore := res.Stats().SyncScrubs
@@ -373,7 +364,7 @@ func TestPreferredAllocationTwoNUMANodes(t *testing.T) {
 	start(t, e.options(t, 8))
 	reg := e.kubelet.WaitRegistration(t, 2*time.Second)
 	c := e.kubelet.Dial(t, reg.Endpoint)
-	devs := kubelettest.ListAndWatch(t, c).WaitFor(t, time.Second, "8 slots", func(m map[string]*pluginapi.Device) bool { return len(m) == 8 })
+	devs := kubeletfake.ListAndWatch(t, c).WaitFor(t, time.Second, "8 slots", func(m map[string]*pluginapi.Device) bool { return len(m) == 8 })
 	for id, d := range devs {
 		want := int64(0)
 		if id >= "slot-004" {
@@ -416,7 +407,7 @@ func TestKubeletRestart50(t *testing.T) {
 	for i := range 50 {
 		before := srv.Registrations()
 		t0 := time.Now()
-		k = k.Restart(t)
+		k.Restart(t)
 		reg := k.WaitRegistration(t, time.Second)
 		if dt := time.Since(t0); dt > worst {
 			worst = dt
@@ -430,7 +421,7 @@ func TestKubeletRestart50(t *testing.T) {
 	}
 	t.Logf("worst re-registration after kubelet restart: %v", worst)
 	c := k.Dial(t, "memifnet.io-socket.sock")
-	kubelettest.ListAndWatch(t, c).WaitFor(t, time.Second, "devices after restarts", func(m map[string]*pluginapi.Device) bool { return len(m) == 4 })
+	kubeletfake.ListAndWatch(t, c).WaitFor(t, time.Second, "devices after restarts", func(m map[string]*pluginapi.Device) bool { return len(m) == 4 })
 	allocate(t, c, []string{"slot-000"})
 	if got := srv.Registrations(); got < 51 {
 		t.Fatalf("registrations %d", got)
@@ -438,11 +429,11 @@ func TestKubeletRestart50(t *testing.T) {
 
 	// The plugin's own socket removed while the kubelet stays.
 	t0 := time.Now()
-	must(t, os.Remove(filepath.Join(k.Dir, "memifnet.io-socket.sock")))
+	must(t, os.Remove(filepath.Join(k.DevicePluginDir(), "memifnet.io-socket.sock")))
 	k.WaitRegistration(t, time.Second)
 	t.Logf("re-registration after own socket removal: %v", time.Since(t0))
 	eventually(t, time.Second, "socket served again", func() bool {
-		_, err := os.Stat(filepath.Join(k.Dir, "memifnet.io-socket.sock"))
+		_, err := os.Stat(filepath.Join(k.DevicePluginDir(), "memifnet.io-socket.sock"))
 		return err == nil
 	})
 }
@@ -456,14 +447,14 @@ func TestPluginRestartKeepsSlotsInUse(t *testing.T) {
 	eventually(t, 2*time.Second, "initial reclaim", func() bool { return d.Resources()[0].Stats().Dirty == 0 })
 	c := e.kubelet.Dial(t, reg.Endpoint)
 	resp := allocate(t, c, []string{"slot-002"})
-	e.podres.Hold(socketRes, "slot-002")
+	e.kubelet.Hold(socketRes, "slot-002")
 	data := filepath.Join(resp.ContainerResponses[0].Mounts[0].HostPath, "port.json")
 	must(t, os.WriteFile(data, []byte("in use"), 0o600))
 	stop()
 
 	d2, _ := start(t, o)
 	e.kubelet.WaitRegistration(t, 2*time.Second)
-	e.podres.WaitLists(t, 3, 2*time.Second)
+	e.kubelet.WaitLists(t, 3, 2*time.Second)
 	if b, err := os.ReadFile(data); err != nil || string(b) != "in use" {
 		t.Fatalf("slot in use lost after plugin restart: %q %v", b, err)
 	}
@@ -471,7 +462,7 @@ func TestPluginRestartKeepsSlotsInUse(t *testing.T) {
 		t.Fatalf("dirty after restart %d, want 1", got)
 	}
 	// The pod goes away: now it is scrubbed.
-	e.podres.Hold(socketRes)
+	e.kubelet.Hold(socketRes)
 	eventually(t, 2*time.Second, "scrub after the pod left", func() bool {
 		_, err := os.Stat(data)
 		return os.IsNotExist(err)
@@ -483,7 +474,7 @@ func TestPluginRestartKeepsSlotsInUse(t *testing.T) {
 func TestLostStateScrubsNothingHeld(t *testing.T) {
 	e := newEnv(t, 1)
 	o := e.options(t, 4)
-	e.podres.Hold(socketRes, "slot-003")
+	e.kubelet.Hold(socketRes, "slot-003")
 	_, stop := start(t, o)
 	stop()
 	held := filepath.Join(e.stateDir, "sockets/slot-003/port.json")

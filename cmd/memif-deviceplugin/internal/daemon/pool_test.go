@@ -12,8 +12,8 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/hugetest"
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 func withPool(t *testing.T, o Options, unitSize int64, units int) Options {
@@ -34,7 +34,7 @@ func registrations(t *testing.T, e *env, n int) map[string]*pluginapi.RegisterRe
 }
 
 func TestPoolResourceOverGRPC(t *testing.T) {
-	hugetest.Need(t, 8)
+	testutil.NeedHugepages(t, 8)
 	e := newEnv(t, 1)
 	o := withPool(t, e.options(t, 2), 4<<20, 2)
 	o.ReclaimGrace = time.Nanosecond
@@ -58,14 +58,14 @@ func TestPoolResourceOverGRPC(t *testing.T) {
 		cr.Mounts[0].ContainerPath != "/run/memifnet/pools/hugepool-n0-001" {
 		t.Fatalf("response %v", cr)
 	}
-	e.podres.Hold("memifnet.io/hugepool", "hugepool-n0-001")
+	e.kubelet.Hold("memifnet.io/hugepool", "hugepool-n0-001")
 	a := mapFile(t, cr.Mounts[0].HostPath, 4<<20)
 	copy(a[1<<20:], "tenant A secret")
-	e.podres.WaitLists(t, 3, 2*time.Second)
+	e.kubelet.WaitLists(t, 3, 2*time.Second)
 	if string(a[1<<20:1<<20+6]) != "tenant" {
 		t.Fatal("unit in use was scrubbed")
 	}
-	e.podres.Hold("memifnet.io/hugepool")
+	e.kubelet.Hold("memifnet.io/hugepool")
 	eventually(t, 2*time.Second, "background scrub", func() bool { return res.Stats().Dirty == 0 })
 	resp = allocate(t, c, []string{"hugepool-n0-001"})
 	b := mapFile(t, resp.ContainerResponses[0].Mounts[0].HostPath, 4<<20)
@@ -111,7 +111,7 @@ func TestAllocateLatency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	hugetest.Need(t, 4*32)
+	testutil.NeedHugepages(t, 4*32)
 	e := newEnv(t, 1)
 	o := withPool(t, e.options(t, 1024), 64<<20, 4)
 	d, _ := start(t, o)

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/hugetest"
+	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/pkg/alloc"
 )
 
@@ -47,7 +47,7 @@ func mapUnit(t *testing.T, path string, size int) []byte {
 }
 
 func TestPoolUnitsScrubAndRestart(t *testing.T) {
-	hugetest.Need(t, 8)
+	testutil.NeedHugepages(t, 8)
 	state := t.TempDir()
 	p := newPool(t, state, pool(2))
 	if got := len(p.Units()); got != 2 {
@@ -115,7 +115,7 @@ func TestPoolUnitsScrubAndRestart(t *testing.T) {
 // TestPoolTooFewPages: a size-limited hugetlbfs mount holds 2 of the 4
 // configured units; the pool offers those 2 and does not fail.
 func TestPoolTooFewPages(t *testing.T) {
-	hugetest.Need(t, 4)
+	testutil.NeedHugepages(t, 4)
 	state := t.TempDir()
 	dir := filepath.Join(state, "pools", "hugepool")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -138,7 +138,7 @@ func TestPoolTooFewPages(t *testing.T) {
 }
 
 func TestPoolWrongPageSizeMount(t *testing.T) {
-	hugetest.Need(t, 1)
+	testutil.NeedHugepages(t, 1)
 	state := t.TempDir()
 	pc := pool(1)
 	pc.PageSize = config.Quantity{Bytes: 1 << 30}
@@ -165,7 +165,7 @@ func TestPoolWrongPageSizeMount(t *testing.T) {
 // it re-modes, re-owns, locks and truncates its old file, and writes through its old mapping.
 // None of it reaches the next tenant, whose unit is a new file.
 func TestScrubGivesTheNextTenantANewUnit(t *testing.T) {
-	hugetest.Need(t, 8)
+	testutil.NeedHugepages(t, 8)
 	p := newPool(t, t.TempDir(), pool(2))
 	id := p.Units()[0].ID
 	f, err := os.OpenFile(p.Path(id), os.O_RDWR, 0)

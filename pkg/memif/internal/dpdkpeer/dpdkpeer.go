@@ -23,6 +23,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 // Options map onto the script's flags; zero values leave the script's defaults.
@@ -100,17 +102,8 @@ func Script() (string, error) {
 // HugePagesFree reports whether the kernel has free hugepages; without them testpmd runs
 // --no-huge.
 func HugePagesFree() bool {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return false
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "HugePages_Free:" {
-			n, _ := strconv.Atoi(f[1])
-			return n >= 128 // ~256 MiB of 2 MiB pages: what one peer with the default mbufs needs
-		}
-	}
-	return false
+	m, err := testutil.Hugepages()
+	return err == nil && m.Free >= 128 // ~256 MiB of 2 MiB pages: what one peer with the default mbufs needs
 }
 
 // Peer is one running dpdk-memif-peer.sh.
