@@ -218,7 +218,9 @@ func (d *Dir) Inspect(name string) (Info, error) {
 	switch stx.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 	case unix.S_IFLNK:
-		return Info{}, refused(d.join(name), "it is a symlink")
+		target := make([]byte, 256)
+		n, _ := unix.Readlinkat(d.fd, name, target)
+		return Info{}, refused(d.join(name), "it is a symlink (to %q)", target[:max(n, 0)])
 	default:
 		return Info{}, refused(d.join(name), "it is not a directory")
 	}
