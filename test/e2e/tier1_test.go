@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
-	"github.com/memifnet/memifnet/test/e2e/node"
 	"github.com/memifnet/memifnet/pkg/memif"
+	"github.com/memifnet/memifnet/test/e2e/node"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 

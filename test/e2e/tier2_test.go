@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memifnet/memifnet/test/e2e/node"
 	"github.com/memifnet/memifnet/pkg/memif"
+	"github.com/memifnet/memifnet/test/e2e/node"
 	corev1 "k8s.io/api/core/v1"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 )

@@ -79,13 +79,13 @@ func bins(t *testing.T) string {
 // node is one node: a kubelet stand-in, memif-deviceplugin running against it with 4 slots and 2
 // pool units, and memif-cni called through libcni.
 type node struct {
-	t                                        *testing.T
-	root, kubeletDir, stateDir, devinfoDir   string
-	cdiDir                                   string
-	kubelet                                  *kubeletfake.Kubelet
-	slots, pool                              pluginapi.DevicePluginClient
-	cni                                      *libcni.CNIConfig
-	plugin                                   *exec.Cmd
+	t                                      *testing.T
+	root, kubeletDir, stateDir, devinfoDir string
+	cdiDir                                 string
+	kubelet                                *kubeletfake.Kubelet
+	slots, pool                            pluginapi.DevicePluginClient
+	cni                                    *libcni.CNIConfig
+	plugin                                 *exec.Cmd
 }
 
 type nodeOptions struct {
@@ -268,7 +268,9 @@ func (n *node) recreateSandbox(p *pod) error {
 	return n.add(p)
 }
 
-func (n *node) slotHost(slot string) string { return filepath.Join(n.stateDir, names.SocketsSubdir, slot) }
+func (n *node) slotHost(slot string) string {
+	return filepath.Join(n.stateDir, names.SocketsSubdir, slot)
+}
 
 func (n *node) unitHost(unit string) string {
 	return filepath.Join(n.stateDir, names.PoolsSubdir, names.DefaultPool, unit)

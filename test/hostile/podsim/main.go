@@ -10,6 +10,7 @@
 //	write PATH TEXT            create or truncate PATH and write TEXT
 //
 // Every argument is URL path-escaped (%20 for a space), and so is every answer.
+//
 //	read PATH                  TEXT
 //	mkdir PATH | rmdir PATH | remove PATH
 //	open NAME PATH dir|rdwr|rdonly    keep an fd
