@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/memifnet/memifnet/test/e2e/node"
 	"github.com/memifnet/memifnet/pkg/memif"
+	"github.com/memifnet/memifnet/test/e2e/node"
 )
 
 const pluginConfig = `socketSlots: 2
