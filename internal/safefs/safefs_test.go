@@ -162,6 +162,13 @@ func TestPackageWriteFileCreatesParents(t *testing.T) {
 	if got := readString(t, p); got != "2" {
 		t.Fatalf("got %q", got)
 	}
+	t.Chdir(filepath.Dir(p))
+	if err := WriteFile("rel.json", []byte("3"), 0o600, WriteOptions{}); err != nil {
+		t.Fatalf("relative path: %v", err)
+	}
+	if got := readString(t, filepath.Join(filepath.Dir(p), "rel.json")); got != "3" {
+		t.Fatalf("got %q", got)
+	}
 }
 
 func TestResolutionRefusals(t *testing.T) {

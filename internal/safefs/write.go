@@ -105,8 +105,13 @@ func (d *Dir) createTemp(name string) (string, *os.File, error) {
 }
 
 // WriteFile replaces the file at path atomically (see Dir.WriteFile). The directory must be one
-// no pod can write to; missing parents are created with mode 0755.
+// no pod can write to; missing parents are created with mode 0755. A relative path is taken from
+// the working directory.
 func WriteFile(path string, data []byte, perm os.FileMode, opts WriteOptions) error {
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("safefs: %w", err)
+	}
 	d, err := MkdirAllOpen(filepath.Dir(path), 0o755)
 	if err != nil {
 		return err
