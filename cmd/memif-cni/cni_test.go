@@ -531,3 +531,40 @@ func TestIPAMDelegated(t *testing.T) {
 	}
 	n.assertClean()
 }
+
+// TestDelOfRecordsFromBeforeTmpfsLinks: a pod wired by a memif-cni from before slot claims and
+// tmpfs link directories (records without network, slot or link mounts; a plain link directory
+// the pods wrote into) is torn down after the upgrade: DEL succeeds and removes the records, and
+// leaves the old plain directory (never descending into a pod-written tree) and the slot (its
+// next scrub replaces it) alone.
+func TestDelOfRecordsFromBeforeTmpfsLinks(t *testing.T) {
+	n := newNode(t, 1)
+	p := n.newPod("a@old", "slot-000")
+	key := p.ContainerID + "_net1"
+	store := filepath.Join(n.stateDir, "state")
+	legacyLink := filepath.Join(n.stateDir, "links", "default", "old")
+	for path, body := range map[string]string{
+		filepath.Join(store, "attachments", key+".json"): `{"containerID":"` + p.ContainerID + `","ifName":"net1","namespace":"default","pod":"` + p.Name +
+			`","ports":[{"name":"a","slot":"slot-000","link":"old","mode":"ethernet","role":"server","devInfo":"` + filepath.Join(n.devinfoDir, "cni", "x.json") + `"}]}`,
+		filepath.Join(store, "links", "default", "old.json"): `{"namespace":"default","name":"old","id":0,"mode":"ethernet","secret":"00",` +
+			`"members":[{"key":"` + key + `","pod":"` + p.Name + `","port":"a","role":"server"}]}`,
+		filepath.Join(legacyLink, "memif.sock"): "",
+	} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.mustDel(p)
+	n.mustDel(p)
+	for _, gone := range []string{filepath.Join(store, "attachments", key+".json"), filepath.Join(store, "links", "default", "old.json")} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Fatalf("%s after DEL: %v", gone, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(legacyLink, "memif.sock")); err != nil {
+		t.Fatalf("DEL went into the old link directory: %v", err)
+	}
+}

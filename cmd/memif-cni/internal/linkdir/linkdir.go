@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/memifnet/memifnet/internal/safefs"
 )
 
@@ -108,6 +110,14 @@ func (d Dirs) Remove(ns, name string, mount safefs.Identity) error {
 		return err
 	}
 	defer nsd.Close()
+	if mount.IsZero() {
+		// A record of a memif-cni from before link directories were tmpfs: its directory is a
+		// plain one that pods wrote into. Take it away only if it is empty; never descend into it.
+		if err := nsd.Remove(name); err != nil && !errors.Is(err, unix.ENOTEMPTY) {
+			return err
+		}
+		return nil
+	}
 	if _, err := nsd.Unmount(name, mount); err != nil {
 		return err
 	}
