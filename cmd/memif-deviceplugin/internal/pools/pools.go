@@ -52,7 +52,7 @@ func New(stateDir string, pool config.Pool, nodes []int, log *slog.Logger) (*Pro
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("pool %s: %w", pool.Name, err)
 	}
-	if err := p.mount(); err != nil {
+	if err := p.mount(int64(len(nodes)*pool.UnitsPerNUMANode) * pool.UnitSize.Bytes); err != nil {
 		p.log.Warn("pool has no units: cannot mount hugetlbfs", "err", err)
 		return p, nil
 	}
@@ -72,8 +72,11 @@ func New(stateDir string, pool config.Pool, nodes []int, log *slog.Logger) (*Pro
 	return p, nil
 }
 
-// mount makes the hugetlbfs mount with the pool's page size.
-func (p *Provider) mount() error {
+// mount makes the hugetlbfs mount with the pool's page size, reserving the pool's pages for it
+// (min_size): a unit unlinked at a scrub gives its pages back to the mount's reservation, not to
+// the machine, so no other user of hugepages can take them before the new unit file is made. When
+// the machine cannot reserve them all, the mount is made without the reservation, and says so.
+func (p *Provider) mount(bytes int64) error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(p.dir, &st); err != nil {
 		return fmt.Errorf("statfs %s: %w", p.dir, err)
@@ -84,8 +87,15 @@ func (p *Provider) mount() error {
 		}
 		return nil
 	}
+	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
 	opts := fmt.Sprintf("pagesize=%d,mode=0755", p.pool.PageSize.Bytes)
-	if err := unix.Mount("memifnet-"+p.pool.Name, p.dir, "hugetlbfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
+	reserved := fmt.Sprintf("%s,min_size=%d", opts, bytes)
+	err := unix.Mount("memifnet-"+p.pool.Name, p.dir, "hugetlbfs", flags, reserved)
+	if err == nil {
+		return nil
+	}
+	p.log.Warn("pool's hugepages are not reserved: a scrub may lose a unit's pages to another user of hugepages", "err", err, "bytes", bytes)
+	if err := unix.Mount("memifnet-"+p.pool.Name, p.dir, "hugetlbfs", flags, opts); err != nil {
 		return fmt.Errorf("mount hugetlbfs on %s (%s): %w", p.dir, opts, err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -56,6 +57,12 @@ func TestPoolUnitsScrubAndRestart(t *testing.T) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(p.Dir(), &st); err != nil || st.Type != unix.HUGETLBFS_MAGIC || st.Bsize != 2<<20 {
 		t.Fatalf("mount: %+v %v", st, err)
+	}
+	// The pool's pages are reserved for its mount, so a scrub's unlink-then-create cannot lose
+	// them to another user of hugepages.
+	if info, err := os.ReadFile("/proc/self/mountinfo"); err != nil || !strings.Contains(string(info), " "+p.Dir()+" ") ||
+		!strings.Contains(string(info), "min_size=8388608") {
+		t.Fatalf("pool mount without its reservation (min_size=8388608):\n%s", info)
 	}
 	id := p.Units()[1].ID
 	if id != "hugepool-n0-001" || p.Check(id) != nil {
