@@ -217,7 +217,7 @@ func (p *Provider) Mount(id string) resource.Mount {
 // files.
 func (p *Provider) Grant(ids []string) (map[string]string, error) {
 	for _, id := range ids {
-		if err := p.devinfo.WriteMemif(names.SocketResource, id, p.Mount(id).Container+"/memif.sock"); err != nil {
+		if err := p.devinfo.WriteMemif(names.SocketResource, id, p.Mount(id).Container+"/"+names.SocketFile); err != nil {
 			return nil, fmt.Errorf("grant %s: %w", id, err)
 		}
 	}
