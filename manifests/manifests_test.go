@@ -25,18 +25,21 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/memifnet/memifnet/internal/names"
 )
 
-// Names from DESIGN.md and docs/.
+// What the manifests must say: the shared names from internal/names (docs/design.md), the rest
+// from docs/install.md and docs/deviceplugin.md.
 const (
 	image          = "ghcr.io/memifnet/memifnet"
 	imageTag       = "v0.1.0"
 	namespace      = "memifnet-system"
-	socketResource = "memifnet.io/socket"
-	portsKey       = "memifnet.io/ports"
-	stateDir       = "/var/lib/memifnet"
-	kubeletDir     = "/var/lib/kubelet"
-	devinfoDP      = "/var/run/k8s.cni.cncf.io/devinfo/dp"
+	socketResource = names.SocketResource
+	portsKey       = names.PortsAnnotation
+	stateDir       = names.StateDir
+	kubeletDir     = names.KubeletDir
+	devinfoDP      = "/var/run/k8s.cni.cncf.io/devinfo/dp" // cmd/internal/devinfo.DefaultDir
 	httpPort       = 9102
 )
 

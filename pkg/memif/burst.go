@@ -1,6 +1,10 @@
 package memif
 
-import "github.com/memifnet/memifnet/pkg/memif/internal/ring"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
+)
 
 // RxBurst receives up to len(pkts) packets, copying each into pkts[i] (reusing its capacity:
 // pkts[i] = pkts[i][:length]) and returns how many it received. An empty ring or a queue that
@@ -295,13 +299,7 @@ func (q *TxQueue) txOwn(pkts [][]byte) int {
 	if i < len(pkts) {
 		q.stats.NoBuf++
 	}
-	if cur != q.cursor {
-		q.stats.Packets += uint64(sent)
-		q.stats.Bytes += uint64(bytes)
-		q.cursor = cur
-		q.ring.PublishHead(cur) // with a full barrier: notify reads MASK_INT next
-		q.notify()
-	}
+	q.publish(cur, sent, bytes)
 	return i
 }
 
@@ -356,14 +354,34 @@ func (q *TxQueue) txPeer(pkts [][]byte) int {
 	if i < len(pkts) && free == 0 {
 		q.stats.NoBuf++
 	}
-	if cur != q.cursor {
-		q.stats.Packets += uint64(sent)
-		q.stats.Bytes += uint64(bytes)
-		q.cursor = cur
-		q.ring.PublishTail(cur) // with a full barrier: notify reads MASK_INT next
-		q.notify()
-	}
+	q.publish(cur, sent, bytes)
 	return i
+}
+
+// publish hands the descriptors from the cursor up to cur to the peer, if there are any: it counts
+// the packets and bytes they carry, moves the cursor, publishes the index this side writes (head
+// for the client, tail for the server) and signals the peer unless it polls (MASK_INT). Every
+// transmit path ends here, so that the publish-then-look order the interrupt hand-shake relies on
+// is written once.
+func (q *TxQueue) publish(cur uint16, pkts, bytes int) {
+	if cur == q.cursor {
+		return
+	}
+	q.stats.Packets += uint64(pkts)
+	q.stats.Bytes += uint64(bytes)
+	q.cursor = cur
+	// With a full barrier, so that the MASK_INT load below comes after the index store (see
+	// ring.Fence): else we could read a stale MASK_INT while the peer, unmasking to sleep, reads
+	// our stale index, and it would sleep with packets waiting.
+	if q.client {
+		q.ring.PublishHead(cur)
+	} else {
+		q.ring.PublishTail(cur)
+	}
+	if q.ring.LoadFlags()&ring.FlagMaskInt == 0 && q.eventfd >= 0 {
+		// EAGAIN means the counter is saturated: the peer has been signalled already.
+		_, _ = unix.Write(q.eventfd, eventfdOne[:])
+	}
 }
 
 type chainStatus int

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
 )
 
@@ -134,17 +132,8 @@ func (q *queue) span(region uint16, offset, length uint32) ([]byte, bool) {
 	return r[offset:end:end], true
 }
 
+// eventfdOne is what a write adds to an eventfd counter: 1, in the host's byte order.
 var eventfdOne = func() (b [8]byte) { binary.NativeEndian.PutUint64(b[:], 1); return }()
-
-// notify signals the peer after publishing, unless it polls (MASK_INT). The index must have been
-// published with PublishHead/PublishTail, whose barrier keeps this flags load after the index
-// store (see ring.Fence).
-func (q *queue) notify() {
-	if q.ring.LoadFlags()&ring.FlagMaskInt == 0 && q.eventfd >= 0 {
-		// EAGAIN means the counter is saturated: the peer has been signalled already.
-		_, _ = unix.Write(q.eventfd, eventfdOne[:])
-	}
-}
 
 // RxQueue receives packets. It has one owner: call RxBurst from one goroutine at a time.
 type RxQueue struct {

@@ -298,13 +298,7 @@ func (q *TxQueue) TxBurstZC(bufs []Buffer) int {
 		free -= segs
 		pkts++
 	}
-	if cur != q.cursor {
-		q.stats.Packets += uint64(pkts)
-		q.stats.Bytes += uint64(bytes)
-		q.cursor = cur
-		q.ring.PublishHead(cur) // with a full barrier: notify reads MASK_INT next
-		q.notify()
-	}
+	q.publish(cur, pkts, bytes)
 	q.release()
 	return i
 }
@@ -394,13 +388,7 @@ func (q *TxQueue) txCopyZC(pkts [][]byte) int {
 		sent++
 		bytes += len(p)
 	}
-	if cur != q.cursor {
-		q.stats.Packets += uint64(sent)
-		q.stats.Bytes += uint64(bytes)
-		q.cursor = cur
-		q.ring.PublishHead(cur) // with a full barrier: notify reads MASK_INT next
-		q.notify()
-	}
+	q.publish(cur, sent, bytes)
 	return i
 }
 
