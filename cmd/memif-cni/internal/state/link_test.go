@@ -2,10 +2,44 @@ package state
 
 import (
 	"errors"
-	"os"
+	"fmt"
 	"path/filepath"
 	"testing"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
+
+// fakeDirs is a LinkDirs that remembers which link directories exist, and counts.
+type fakeDirs struct {
+	dirs          map[string]safefs.Identity
+	made, removed int
+}
+
+func (f *fakeDirs) Make(ns, name string) (safefs.Identity, error) {
+	if _, ok := f.dirs[ns+"/"+name]; ok {
+		return safefs.Identity{}, fmt.Errorf("link %s/%s made twice", ns, name)
+	}
+	f.made++
+	id := safefs.Identity{Dev: 1, Ino: 1, Mount: uint64(f.made)}
+	f.dirs[ns+"/"+name] = id
+	return id, nil
+}
+
+func (f *fakeDirs) Check(ns, name string, mount safefs.Identity) error {
+	if f.dirs[ns+"/"+name] != mount {
+		return fmt.Errorf("link %s/%s: %v, not %v", ns, name, f.dirs[ns+"/"+name], mount)
+	}
+	return nil
+}
+
+func (f *fakeDirs) Remove(ns, name string, mount safefs.Identity) error {
+	if err := f.Check(ns, name, mount); err != nil {
+		return err
+	}
+	f.removed++
+	delete(f.dirs, ns+"/"+name)
+	return nil
+}
 
 // TestJoin drives Join (and Leave) through the ways two pods meet on a link: who gets which role,
 // which disagreements are refused and with which field, and that a repeated Join changes nothing.
@@ -76,8 +110,8 @@ func TestJoin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
-			st := Store{Dir: filepath.Join(root, "state")}
-			dir := filepath.Join(root, "links", "ns", "l")
+			st := Store{Dir: filepath.Join(root, "state"), Boot: "boot-1"}
+			dir := &fakeDirs{dirs: map[string]safefs.Identity{}}
 			var secret string
 			for i, s := range tc.steps {
 				if s.leave != "" {
@@ -107,8 +141,8 @@ func TestJoin(t *testing.T) {
 					t.Fatalf("step %d: secret %q, but the pod already there got %q", i, ln.Secret, secret)
 				}
 				secret = ln.Secret
-				if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o777 {
-					t.Fatalf("step %d: link dir %v, %v; want a 0777 directory", i, fi, err)
+				if err := dir.Check("ns", "l", ln.Mount); err != nil {
+					t.Fatalf("step %d: the record names another directory: %v", i, err)
 				}
 			}
 			ln, ok, err := st.ReadLink("ns", "l")
@@ -131,9 +165,28 @@ func TestJoin(t *testing.T) {
 			if _, ok, _ := st.ReadLink("ns", "l"); ok {
 				t.Error("link record left after the last member left")
 			}
-			if _, err := os.Stat(dir); !os.IsNotExist(err) {
-				t.Errorf("link dir left after the last member left: %v", err)
+			if len(dir.dirs) != 0 || dir.made != dir.removed {
+				t.Errorf("link dirs left after the last member left: %v (made %d, removed %d)", dir.dirs, dir.made, dir.removed)
 			}
 		})
+	}
+}
+
+// TestJoinAfterReboot: a link record from an earlier boot (its mount and its pods are gone) does
+// not block the link: the next pod starts it afresh with a new directory.
+func TestJoinAfterReboot(t *testing.T) {
+	root := t.TempDir()
+	dir := &fakeDirs{dirs: map[string]safefs.Identity{}}
+	before := Store{Dir: filepath.Join(root, "state"), Boot: "boot-1"}
+	for _, k := range []string{"a", "b"} {
+		if _, _, err := before.Join("ns", "l", dir, JoinRequest{Key: k, Mode: "ethernet"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delete(dir.dirs, "ns/l") // the reboot took the mount
+	after := Store{Dir: before.Dir, Boot: "boot-2"}
+	ln, role, err := after.Join("ns", "l", dir, JoinRequest{Key: "c", Mode: "ethernet"})
+	if err != nil || role != "server" || len(ln.Members) != 1 || ln.Boot != "boot-2" || dir.made != 2 {
+		t.Fatalf("join after reboot: %+v %q %v (made %d)", ln, role, err, dir.made)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 // TestAllocate runs Allocate over the real slot provider in a temp dir: which devices it scrubs
@@ -68,11 +69,19 @@ func TestAllocate(t *testing.T) {
 			err: `unknown device "slot-9"`, dirty: map[string]bool{"slot-000": true},
 			stats: func(s resource.Stats) string { return check(s.SyncScrubs == 0 && s.Allocations == 0, "%+v", s) },
 		}},
-		{name: "unhealthy device: refused", dirty: []string{"slot-000"},
+		{name: "unhealthy device: refused", dirty: []string{"slot-000", "slot-001"},
+			// Damaged while handed out: reported, not rebuilt (a pod may be using it).
 			setup: func(t *testing.T, e *env) { must(t, os.Chmod(e.slot("slot-001"), 0o755)) },
 			req:   [][]string{{"slot-000"}, {"slot-001"}}, want: want{
-				err: "slot-001 unhealthy", dirty: map[string]bool{"slot-000": true}, health: map[string]bool{"slot-001": false},
+				err: "slot-001 unhealthy", dirty: map[string]bool{"slot-000": true, "slot-001": true}, health: map[string]bool{"slot-001": false},
 				stats: func(s resource.Stats) string { return check(s.SyncScrubs == 0 && s.Unhealthy == 1, "%+v", s) },
+			}},
+		{name: "damaged free device: rebuilt, then handed out",
+			setup: func(t *testing.T, e *env) { must(t, os.Chmod(e.slot("slot-001"), 0o755)) },
+			req:   [][]string{{"slot-001"}}, want: want{
+				scrubbed: []string{"slot-001"}, envs: []string{"slot-001"}, mounts: [][]string{{"slot-001"}},
+				health: map[string]bool{"slot-001": true},
+				stats:  func(s resource.Stats) string { return check(s.SyncScrubs == 0 && s.Unhealthy == 0, "%+v", s) },
 			}},
 		{name: "failed scrub: refused, device unhealthy", dirty: []string{"slot-002"},
 			setup: func(t *testing.T, e *env) {
@@ -177,9 +186,12 @@ type env struct {
 }
 
 func newEnv(t *testing.T, ids []string) *env {
+	testutil.RequireRoot(t, "slots are tmpfs mounts")
 	root := t.TempDir()
+	t.Cleanup(func() { testutil.UnmountUnder(t, root) })
 	e := &env{root: root, devinfo: devinfo.Writer{Dir: filepath.Join(root, "devinfo")}}
-	p, err := slots.New(filepath.Join(root, "state"), len(ids), nil, e.devinfo)
+	p, err := slots.New(filepath.Join(root, "state"), len(ids), nil, slots.Limits{Bytes: 1 << 20, Inodes: 64}, e.devinfo,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	must(t, err)
 	e.provider = p
 	return e
