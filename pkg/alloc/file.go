@@ -72,5 +72,5 @@ func OpenFileRegion(path string, size int) (r *Region, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("map region file %s (%d bytes): %w", path, size, err)
 	}
-	return &Region{Mem: mem, Fd: fd, Huge: huge}, nil
+	return &Region{Mem: mem, Fd: fd, Huge: huge, Truncatable: truncatable(fd)}, nil
 }

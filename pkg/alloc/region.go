@@ -30,6 +30,10 @@ type Region struct {
 	Mem  []byte // the mapping; len(Mem) is the usable size
 	Fd   int    // the backing file; -1 once closed
 	Huge bool   // backed by hugepages
+	// Truncatable says the file is not sealed against shrinking: whoever holds its fd (a memif
+	// peer, for a region this side passed it) can cut it short, and touching the mapping beyond
+	// the new end then faults (SIGBUS).
+	Truncatable bool
 	// FallbackReason says why BackingAuto used plain memory; empty otherwise.
 	FallbackReason string
 }
@@ -126,7 +130,7 @@ func mapRegion(fd int, size uint64) (*Region, error) {
 	if err != nil {
 		return nil, fmt.Errorf("map region of %d bytes: %w", size, err)
 	}
-	return &Region{Mem: mem, Fd: fd}, nil
+	return &Region{Mem: mem, Fd: fd, Truncatable: truncatable(fd)}, nil
 }
 
 // maxMapSize bounds a peer's region: descriptor offsets are 32-bit, so nothing past 4 GiB plus one
@@ -153,3 +157,10 @@ func (r *Region) Close() error {
 }
 
 func roundUp(n, to int) int { return (n + to - 1) / to * to }
+
+// truncatable reports whether fd's file can shrink: only a memfd sealed with F_SEAL_SHRINK
+// cannot (F_GET_SEALS fails on other files).
+func truncatable(fd int) bool {
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	return err != nil || seals&unix.F_SEAL_SHRINK == 0
+}

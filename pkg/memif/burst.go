@@ -17,6 +17,9 @@ func (q *RxQueue) RxBurst(pkts [][]byte) int {
 	if !q.acquire() {
 		return 0
 	}
+	if t := q.trap; t != nil {
+		defer t.caught(&q.queue, arm())
+	}
 	var avail uint16
 	if q.client {
 		// The server may only have filled slots we armed; anything else is a lie we ignore.
@@ -220,6 +223,9 @@ const refillBatch = 32
 func (q *TxQueue) TxBurst(pkts [][]byte) int {
 	if !q.acquire() {
 		return 0
+	}
+	if t := q.trap; t != nil {
+		defer t.caught(&q.queue, arm())
 	}
 	var n int
 	switch {

@@ -84,7 +84,7 @@ func (i *Interface) connectOnce() (err error, inHandshake bool) {
 		return err, false
 	}
 	i.wasUp = true
-	reason := serveConnected(c.ctl)
+	reason := c.afterServe(serveConnected(c.ctl))
 	i.detach(c, reason)
 	return reason, false
 }
@@ -252,8 +252,8 @@ func newClientConnection(cfg Config, numS2M, numM2S int, log2 uint8, pool *alloc
 	case cfg.NewRegion != nil:
 		region, err = cfg.NewRegion("memif-"+cfg.Name, size)
 		if err == nil && len(region.Mem) < size {
-			region.Close()
 			err = fmt.Errorf("region of %d bytes, %d needed", len(region.Mem), size)
+			region.Close()
 		}
 	default:
 		region, err = alloc.NewRegion("memif-"+cfg.Name, size, cfg.Memory)

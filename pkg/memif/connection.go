@@ -27,6 +27,8 @@ type connection struct {
 	bufSize uint32
 
 	peerName, peerApp string
+
+	trap *faultTrap // nil when no region can shrink
 }
 
 type ringInfo struct {

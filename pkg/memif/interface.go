@@ -93,6 +93,9 @@ func Open(cfg Config) (*Interface, error) {
 				i.log.Info("memif: zero-copy pool not on hugepages", "reason", r)
 			}
 		}
+		if i.pool.region.Truncatable {
+			i.log.Warn("memif: the zero-copy pool is a file the peer can truncate; a truncation faults in the code that touches received or allocated buffers (use a sealed pool with an untrusted peer)")
+		}
 		if err := i.pool.join(); err != nil {
 			return nil, err
 		}
@@ -207,9 +210,10 @@ func (i *Interface) attach(c *connection) error {
 	}
 	mems := c.mems()
 	client := i.cfg.Role == RoleClient
+	c.trap = newFaultTrap(c)
 	for k, ri := range rxRings {
 		q := i.rx[k]
-		q.setConn(ri, mems, client, c.bufSize)
+		q.setConn(ri, mems, client, c.bufSize, c.trap)
 		switch {
 		case q.zc != nil:
 			q.refillZC()
@@ -220,7 +224,7 @@ func (i *Interface) attach(c *connection) error {
 	}
 	for k, ri := range txRings {
 		q := &i.tx[k].queue
-		q.setConn(ri, mems, client, c.bufSize)
+		q.setConn(ri, mems, client, c.bufSize, c.trap)
 		q.unpark()
 	}
 	i.pending = nil
@@ -243,8 +247,9 @@ func (i *Interface) attach(c *connection) error {
 }
 
 // setConn points the queue at a ring of a new connection. The queue must be parked.
-func (q *queue) setConn(ri ringInfo, mems [][]byte, client bool, bufSize uint32) {
+func (q *queue) setConn(ri ringInfo, mems [][]byte, client bool, bufSize uint32, trap *faultTrap) {
 	q.ring = ri.r
+	q.trap = trap
 	q.regions = mems
 	q.client = client
 	q.eventfd = ri.eventfd
@@ -305,6 +310,7 @@ func (q *queue) clearConn() {
 	q.ring = ring.Ring{}
 	q.regions, q.bufs = nil, nil
 	q.eventfd, q.efile = -1, nil
+	q.trap = nil
 }
 
 // Close disconnects (sending DISCONNECT with a reason to the peer), stops reconnecting, releases

@@ -21,6 +21,9 @@ func (q *RxQueue) Wait(ctx context.Context) error {
 	if !q.acquire() {
 		return ErrDown
 	}
+	if t := q.trap; t != nil {
+		defer t.caught(&q.queue, arm())
+	}
 	f := q.efile
 	// Unmask, then look again: a packet published before the peer could see the unmask would
 	// otherwise never be signalled.
@@ -72,10 +75,14 @@ func (q *RxQueue) pending() bool {
 
 // mask goes back to polling: the peer need not signal.
 func (q *RxQueue) mask() {
-	if q.acquire() {
-		q.ring.StoreFlags(ring.FlagMaskInt)
-		q.release()
+	if !q.acquire() {
+		return
 	}
+	if t := q.trap; t != nil {
+		defer t.caught(&q.queue, arm())
+	}
+	q.ring.StoreFlags(ring.FlagMaskInt)
+	q.release()
 }
 
 // sleepOn blocks in the runtime poller until the eventfd is signalled, drains it, and returns.

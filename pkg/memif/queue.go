@@ -59,6 +59,8 @@ type queue struct {
 	reclaim uint16
 
 	stats Stats
+
+	trap *faultTrap // the connection's, when one of its regions can shrink (fault.go)
 }
 
 // acquire takes the queue for a burst; false means the queue is not connected.
@@ -166,6 +168,9 @@ type RingState struct {
 func (q *queue) RingState() (s RingState, ok bool) {
 	if !q.acquire() {
 		return RingState{}, false
+	}
+	if t := q.trap; t != nil {
+		defer t.caught(q, arm())
 	}
 	defer q.release()
 	return RingState{

@@ -196,7 +196,7 @@ func (s *serverSocket) serve(ctl *socket.Conn) {
 	if err := ctl.Send(socket.Connected{Name: i.cfg.Name}, -1); err != nil {
 		reason = err
 	} else {
-		reason = serveConnected(ctl)
+		reason = c.afterServe(serveConnected(ctl))
 	}
 	// detach closes ctl with the rest of the connection (closing it twice is harmless); c.ctl is
 	// not cleared here, since Close reads it under the interface's lock.

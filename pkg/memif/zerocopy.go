@@ -172,6 +172,9 @@ func (q *RxQueue) RxBurstZC(bufs []Buffer) int {
 	if !q.acquire() {
 		return 0
 	}
+	if t := q.trap; t != nil {
+		defer t.caught(&q.queue, arm())
+	}
 	avail := min(q.ring.LoadTail()-q.cursor, q.head-q.cursor)
 	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
 	cur := q.cursor
@@ -264,6 +267,9 @@ func (q *TxQueue) TxBurstZC(bufs []Buffer) int {
 	}
 	if !q.acquire() {
 		return 0
+	}
+	if t := q.trap; t != nil {
+		defer t.caught(&q.queue, arm())
 	}
 	free := q.reclaimZC()
 	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc

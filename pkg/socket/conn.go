@@ -138,6 +138,9 @@ func parseRights(oob []byte) []int {
 // SetDeadline bounds the next Send and Recv calls; the zero time removes the bound.
 func (c *Conn) SetDeadline(t time.Time) error { return c.c.SetDeadline(t) }
 
+// SetReadDeadline sets the deadline of Recv only; a deadline in the past wakes a blocked Recv.
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.c.SetReadDeadline(t) }
+
 // PeerCred returns the credentials of the process at the other end.
 func (c *Conn) PeerCred() (*unix.Ucred, error) {
 	rc, err := c.c.SyscallConn()
