@@ -267,13 +267,3 @@ func (d *Dir) Unmount(name string, want Identity) (unmounted bool, err error) {
 	}
 	return unmounted, fmt.Errorf("safefs: %s: still mounted after 16 unmounts", d.join(name))
 }
-
-// UnmountSelf detaches the mount whose root d is (d must have been opened with OpenMountDir or
-// Open on a mount point): used for a mount point in a directory only the agent writes to, such
-// as a slot under <state>/sockets.
-func (d *Dir) UnmountSelf() error {
-	if err := unix.Unmount(procPath(d.fd, ""), unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("safefs: unmount %s: %w", d.path, err)
-	}
-	return nil
-}

@@ -180,18 +180,6 @@ func (p *Provider) Scrub(id string) error {
 	return nil
 }
 
-// UnmountAll detaches every slot's tmpfs: for tests and for removing memifnet from a node, never
-// at plugin shutdown (running pods keep their slots across restarts).
-func (p *Provider) UnmountAll() error {
-	var errs []error
-	for _, u := range p.units {
-		if _, err := p.dir.Unmount(u.ID, safefs.Identity{}); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // Mount puts a slot at /run/memifnet/<slot>. The directory is mounted, not a socket file, so
 // sockets made later by the CNI, the host data plane or the app appear in the container; the
 // runtime binds it recursively, so a link the CNI mounted on <slot>/link comes along.
