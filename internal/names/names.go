@@ -89,9 +89,10 @@ const (
 	// free-running 16-bit ring indices can tell apart from an empty ring.
 	MinRingSize = 2
 	MaxRingSize = 1 << 15
-	// MinBufferSize and MaxBufferSize bound the bytes per buffer. DPDK's net_memif (bsize) and
-	// libmemif (buffer_size) take the buffer size as a 16-bit number: a port.json with larger
-	// buffers could not be applied by a pod whose app is built on them.
-	MinBufferSize = 64
+	// MinBufferSize and MaxBufferSize bound the bytes per buffer. The protocol needs a buffer to
+	// hold one byte, no more: a longer packet is chained over several (DPDK's net_memif takes
+	// bsize 1..65535, libmemif any non-zero buffer_size). Both take the size as a 16-bit number,
+	// so a port.json with larger buffers could not be applied by a pod whose app is built on them.
+	MinBufferSize = 1
 	MaxBufferSize = 1<<16 - 1
 )

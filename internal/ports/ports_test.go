@@ -44,7 +44,8 @@ func TestParseErrors(t *testing.T) {
 		{`[{"name":"a","link":"x","mode":"tap"}]`, `field "mode"`},
 		{`[{"name":"a","link":"x","ringSize":1000}]`, `field "ringSize"`},
 		{`[{"name":"a","link":"x","queues":300}]`, `field "queues"`},
-		{`[{"name":"a","link":"x","bufferSize":10}]`, `field "bufferSize"`},
+		{`[{"name":"a","link":"x","bufferSize":65536}]`, `field "bufferSize": 65536 must be 1..65535`},
+		{`[{"name":"a","link":"x","bufferSize":-1}]`, `field "bufferSize"`},
 		{`[{"name":"a","link":"../etc"}]`, `field "link"`},
 		{`east@`, `link name after @ is empty`},
 		{`[{"name":"a","link":"x"}`, `not a JSON list`},
@@ -67,4 +68,19 @@ func FuzzIsLinkName(f *testing.F) {
 			t.Fatalf("isLinkName(%q) = %v, regexp says %v", s, isLinkName(s), re.MatchString(s))
 		}
 	})
+}
+
+// Buffer sizes below 64 are taken (DPDK and libmemif take them too); 0 means the default.
+func TestParseBufferSizes(t *testing.T) {
+	for in, want := range map[string]int{
+		`[{"name":"a","link":"x","bufferSize":1}]`:     1,
+		`[{"name":"a","link":"x","bufferSize":32}]`:    32,
+		`[{"name":"a","link":"x","bufferSize":65535}]`: 65535,
+		`[{"name":"a","link":"x","bufferSize":0}]`:     DefaultBufferSize,
+	} {
+		ps, err := Parse(in)
+		if err != nil || ps[0].BufferSize != want {
+			t.Errorf("Parse(%s): %+v, %v; want buffer size %d", in, ps, err, want)
+		}
+	}
 }

@@ -63,11 +63,16 @@ const (
 	MaxQueues                = 255 // libmemif counts rings in a byte
 )
 
-// MaxBufferSize is the largest buffer this library lays out. Descriptors carry 32-bit lengths, so
-// Go-to-Go links may use buffers this large, but DPDK's net_memif and libmemif take 16-bit buffer
-// sizes: a link to them needs at most 65535, the bound of the Kubernetes contract
-// (portspec.MaxBufferSize).
-const MaxBufferSize = 65535 * 16
+// MinBufferSize and MaxBufferSize bound Config.BufferSize and PoolConfig.BufferSize. A buffer
+// holds at least one byte, which is all the protocol needs: longer packets are chained, and the
+// layout puts buffers at any byte offset (DPDK's net_memif and libmemif take sizes below 64 too).
+// Descriptors carry 32-bit lengths, so Go-to-Go links may use buffers up to MaxBufferSize, but
+// DPDK's net_memif and libmemif take 16-bit buffer sizes: a link to them needs at most 65535, the
+// bound of the Kubernetes contract (portspec.MaxBufferSize).
+const (
+	MinBufferSize = 1
+	MaxBufferSize = 65535 * 16
+)
 
 // Config describes one memif interface.
 type Config struct {
@@ -193,8 +198,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RingSize < 2 || c.RingSize > 1<<ring.MaxLog2Size || c.RingSize&(c.RingSize-1) != 0 {
 		bad("ring size %d: must be a power of two from 2 to %d", c.RingSize, 1<<ring.MaxLog2Size)
 	}
-	if c.BufferSize < 64 || c.BufferSize > MaxBufferSize {
-		bad("buffer size %d: must be 64..%d", c.BufferSize, MaxBufferSize)
+	if c.BufferSize < MinBufferSize || c.BufferSize > MaxBufferSize {
+		bad("buffer size %d: must be %d..%d", c.BufferSize, MinBufferSize, MaxBufferSize)
 	}
 	if c.CacheLine != 64 && c.CacheLine != 128 {
 		bad("cache line %d: must be 64 or 128", c.CacheLine)

@@ -229,7 +229,7 @@ func TestClientCloseTellsServer(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	bad := []memif.Config{
-		{RingSize: 3}, {RingSize: 1}, {RingSize: 1 << 16}, {BufferSize: 10}, {RxQueues: 256}, {TxQueues: -1},
+		{RingSize: 3}, {RingSize: 1}, {RingSize: 1 << 16}, {BufferSize: -1}, {BufferSize: memif.MaxBufferSize + 1}, {RxQueues: 256}, {TxQueues: -1},
 		{Secret: strings.Repeat("s", 24)}, {Name: strings.Repeat("n", 32)}, {Mode: 3}, {CacheLine: 32},
 		{Socket: "/" + strings.Repeat("x", 120)}, {Role: 5},
 		{RxQueues: 255, TxQueues: 255, RingSize: 1 << 15, BufferSize: 2048}, // over 4 GiB

@@ -80,9 +80,9 @@ type PoolConfig struct {
 
 // NewPool creates a pool. Close it after every interface using it is closed.
 func NewPool(c PoolConfig) (*Pool, error) {
-	if c.Pairs < 1 || c.Pairs > MaxQueues || c.Buffers < 1 || c.BufferSize < 64 || c.BufferSize > MaxBufferSize {
-		return nil, fmt.Errorf("memif pool %q: pairs %d (1..%d), buffers %d (>= 1) and buffer size %d (64..%d) out of range",
-			c.Name, c.Pairs, MaxQueues, c.Buffers, c.BufferSize, MaxBufferSize)
+	if c.Pairs < 1 || c.Pairs > MaxQueues || c.Buffers < 1 || c.BufferSize < MinBufferSize || c.BufferSize > MaxBufferSize {
+		return nil, fmt.Errorf("memif pool %q: pairs %d (1..%d), buffers %d (>= 1) and buffer size %d (%d..%d) out of range",
+			c.Name, c.Pairs, MaxQueues, c.Buffers, c.BufferSize, MinBufferSize, MaxBufferSize)
 	}
 	size := uint64(c.Pairs) * uint64(c.Buffers) * uint64(c.BufferSize)
 	if size > 1<<32-1 {

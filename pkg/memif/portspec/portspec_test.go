@@ -1,6 +1,7 @@
 package portspec_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +54,8 @@ func TestParseErrors(t *testing.T) {
 		{"queues", strings.Replace(goodSpec, `"queues":2`, `"queues":0`, 1), `field "queues"`},
 		{"type", strings.Replace(goodSpec, `"id":3`, `"id":"3"`, 1), `PortSpec.id`},
 		{"trailing", goodSpec + `{}`, `trailing data`},
+		{"no buffer", strings.Replace(goodSpec, `"bufferSize":2048`, `"bufferSize":0`, 1), `field "bufferSize": 0 must be 1..65535`},
+		{"buffer over 16 bits", strings.Replace(goodSpec, `"bufferSize":2048`, `"bufferSize":65536`, 1), `field "bufferSize"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := portspec.Parse([]byte(tc.body))
@@ -60,6 +63,17 @@ func TestParseErrors(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Any buffer size a memif peer takes is a valid port: 1..65535 bytes.
+func TestParseSmallBuffer(t *testing.T) {
+	for _, size := range []string{"1", "32", "63", "65535"} {
+		if s, err := portspec.Parse([]byte(strings.Replace(goodSpec, `"bufferSize":2048`, `"bufferSize":`+size, 1))); err != nil {
+			t.Errorf("bufferSize %s: %v", size, err)
+		} else if fmt.Sprint(s.BufferSize) != size {
+			t.Errorf("bufferSize %s read as %d", size, s.BufferSize)
+		}
 	}
 }
 
