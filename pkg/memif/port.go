@@ -49,6 +49,9 @@ func PortConfig(s portspec.PortSpec) (Config, error) {
 		TxQueues:   s.Queues,
 		RingSize:   s.RingSize,
 		BufferSize: s.BufferSize,
+		// Zero-copy is the client's (the side that owns the buffers, as in DPDK and VPP); a
+		// server with zeroCopy in its port.json copies.
+		ZeroCopy: s.ZeroCopy && role == RoleClient,
 	}
 	if pools := portspec.PoolFiles(); cfg.Role == RoleClient && len(pools) > 0 {
 		cfg.NewRegion = poolRegion(pools)

@@ -31,6 +31,15 @@ func TestPortConfig(t *testing.T) {
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("PortConfig() = %+v\nwant %+v", cfg, want)
 	}
+	// zeroCopy reaches a client's Config; a server copies.
+	s.ZeroCopy = true
+	if cfg, err := memif.PortConfig(s); err != nil || cfg.ZeroCopy {
+		t.Fatalf("server with zeroCopy: ZeroCopy %v, %v; want false", cfg.ZeroCopy, err)
+	}
+	s.Role = "client"
+	if cfg, err := memif.PortConfig(s); err != nil || !cfg.ZeroCopy {
+		t.Fatalf("client with zeroCopy: ZeroCopy %v, %v; want true", cfg.ZeroCopy, err)
+	}
 	s.Mode = "tap"
 	if _, err := memif.PortConfig(s); err == nil || !strings.Contains(err.Error(), `field "mode"`) {
 		t.Fatalf("PortConfig of a bad spec: %v, want an error naming the field", err)
