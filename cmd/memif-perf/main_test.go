@@ -246,8 +246,10 @@ func TestServerEchoClientTxRxVerified(t *testing.T) {
 				t.Fatalf("exit codes: client %d, server %d, want 0 and 0", cr.code, sr.code)
 			}
 			rx, tx := cr.num(t, "rx_pkts"), cr.num(t, "tx_pkts")
-			// At most a window per queue (ring/segments/2) is still in flight when the client stops.
-			if rx == 0 || rx > tx || tx-rx > 4*512 {
+			// What can be in flight when the client stops, per queue: its transmit ring (512
+			// slots), the burst the echo holds (32) and its receive ring (512), which it no longer
+			// reads. A loaded machine fills them (seen: 2080 short at load average 20).
+			if rx == 0 || rx > tx || tx-rx > 4*(512+32+512) {
 				t.Errorf("client sent %v and got back %v", tx, rx)
 			}
 			if v := cr.num(t, "verify_errors") + sr.num(t, "verify_errors"); v != 0 {
