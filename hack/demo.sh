@@ -27,7 +27,7 @@ fi
 say "containerd $(containerd --version | awk '{print $3}'), runc $(runc --version | awk 'NR==1{print $3}'), CNI plugins in /usr/lib/cni"
 
 say "kubelet (built from k8s.io/kubernetes, cached in ${XDG_CACHE_HOME:-$HOME/.cache}/memifnet)"
-kubelet=$(hack/build-kubelet.sh)
+kubelet=$(hack/build-kube.sh)/kubelet
 
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT

@@ -27,19 +27,20 @@ pools:
     unitsPerNUMANode: 2
 `
 
-// kubeletBinary is $MEMIFNET_KUBELET, else what hack/build-kubelet.sh builds (or reuses).
+// kubeletBinary is $MEMIFNET_KUBELET, else the kubelet of what hack/build-kube.sh builds (or
+// reuses).
 func kubeletBinary(t *testing.T) string {
 	t.Helper()
 	if k := os.Getenv("MEMIFNET_KUBELET"); k != "" {
 		return k
 	}
-	cmd := exec.Command(filepath.Join(repoRoot(t), "hack", "build-kubelet.sh"))
+	cmd := exec.Command(filepath.Join(repoRoot(t), "hack", "build-kube.sh"))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("hack/build-kubelet.sh: %v", err)
+		t.Fatalf("hack/build-kube.sh: %v", err)
 	}
-	return strings.TrimSpace(lastLine(string(out)))
+	return filepath.Join(strings.TrimSpace(lastLine(string(out))), "kubelet")
 }
 
 // sandboxOf waits for the kubelet's sandbox of static pod name and returns its ID.

@@ -1,6 +1,6 @@
 // Package node runs the real node components the end-to-end tests and the demo need: containerd
 // (Debian's 1.6, with runc and the CNI plugins), a standalone kubelet built by
-// hack/build-kubelet.sh, memif-deviceplugin and memif-cni, and it talks to them through their own
+// hack/build-kube.sh, memif-deviceplugin and memif-cni, and it talks to them through their own
 // APIs (CRI, PodResources, the kubelet's /pods and the plugin's /readyz). Every process it starts
 // is remembered by PID and stopped by PID; Teardown undoes everything it set up, in reverse order,
 // and nothing else.
