@@ -408,7 +408,19 @@ func TestExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs = append(objs, decode(t, "examples/multus-pod.yaml", multus))
+	var multusPods []any
+	for i, doc := range strings.Split(string(multus), "\n---\n") {
+		multusPods = append(multusPods, decode(t, fmt.Sprintf("examples/multus-pod.yaml #%d", i+1), []byte(doc)))
+	}
+	// Each set of examples runs on a 2-core node next to the node agent (the e2e tier 3 runs them
+	// so): their CPU requests must fit.
+	agent := cpuRequests(build(t, "."))
+	for name, set := range map[string][]any{"manifests/examples": objs, "examples/multus-pod.yaml": multusPods} {
+		if sum := agent + cpuRequests(set); sum > 2000 {
+			t.Errorf("%s: CPU requests %dm with the node agent's: more than a 2-core node", name, sum)
+		}
+	}
+	objs = append(objs, multusPods...)
 	links := map[string]int{}
 	for _, o := range objs {
 		pod, ok := o.(*corev1.Pod)
@@ -450,9 +462,36 @@ func TestExamples(t *testing.T) {
 			t.Errorf("pod %s: must run as non-root", pod.Name)
 		}
 	}
-	if links["demo-link"] != 2 {
-		t.Errorf("demo-link has %d ends, want 2", links["demo-link"])
+	for _, l := range []string{"demo-link", "multus-link"} {
+		if links[l] != 2 {
+			t.Errorf("%s has %d ends, want 2", l, links[l])
+		}
 	}
+}
+
+// cpuRequests sums the CPU requests (millicores) of the pods and pod templates among objs: the
+// containers, and the init containers that keep running (sidecars).
+func cpuRequests(objs []any) int64 {
+	var sum int64
+	add := func(spec corev1.PodSpec) {
+		for _, c := range spec.Containers {
+			sum += c.Resources.Requests.Cpu().MilliValue()
+		}
+		for _, c := range spec.InitContainers {
+			if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+				sum += c.Resources.Requests.Cpu().MilliValue()
+			}
+		}
+	}
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.Pod:
+			add(o.Spec)
+		case *appsv1.DaemonSet:
+			add(o.Spec.Template.Spec)
+		}
+	}
+	return sum
 }
 
 var portFields = []string{"name", "link", "peer", "role", "mode", "id", "queues", "ringSize", "bufferSize", "zeroCopy"}
