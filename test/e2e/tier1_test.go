@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/memifnet/memifnet/internal/kubeletfake"
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/pkg/memif"
 	"github.com/memifnet/memifnet/test/e2e/node"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -29,10 +31,8 @@ func TestTier1ContainerdCNI(t *testing.T) {
 	defer cancel()
 
 	kubeletDir := s.Path("kubelet")
-	pr, err := s.ServeFakePodResources(kubeletDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pr := kubeletfake.New()
+	pr.ServePodResources(t, kubeletDir)
 	slots := []string{"slot-000", "slot-001"}
 	for _, slot := range slots {
 		d := filepath.Join(s.StateDir(), "sockets", slot)
@@ -80,9 +80,10 @@ func TestTier1ContainerdCNI(t *testing.T) {
 			args: []string{"--mode", "txrx", "--verify", "--size", "1500", "--duration", "3s"}},
 	}
 	for i, p := range pods {
-		pr.Set("default", p.name, p.slot)
+		uid := "00000000-0000-4000-8000-00000000000" + string(rune('1'+i))
+		pr.SetPod(kubeletfake.Pod{Namespace: "default", Name: p.name, UID: uid, Devices: map[string][]string{names.SocketResource: {p.slot}}})
 		p.cfg = &cri.PodSandboxConfig{
-			Metadata:     &cri.PodSandboxMetadata{Name: p.name, Namespace: "default", Uid: "00000000-0000-4000-8000-00000000000" + string(rune('1'+i))},
+			Metadata:     &cri.PodSandboxMetadata{Name: p.name, Namespace: "default", Uid: uid},
 			Hostname:     p.name,
 			LogDirectory: s.Path("podlogs", p.name),
 			Annotations:  map[string]string{"memifnet.io/ports": p.port + "@t1-link"},
