@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -99,7 +100,12 @@ func run(args []string) error {
 	if err := tarball.Write(ref, img, &buf); err != nil {
 		return err
 	}
-	return safefs.WriteFile(*out, buf.Bytes(), 0o644, safefs.WriteOptions{})
+	// safefs resolves absolute paths only; -o is usually relative (make image).
+	dst, err := filepath.Abs(*out)
+	if err != nil {
+		return err
+	}
+	return safefs.WriteFile(dst, buf.Bytes(), 0o644, safefs.WriteOptions{})
 }
 
 // buildLayer makes the one layer: parent directories, the files (mode 0755), /tmp and the
