@@ -44,6 +44,11 @@ type NetConf struct {
 	ValidAttachments []types.GCAttachment `json:"cni.dev/valid-attachments,omitempty"`
 	// Attachments is the misspelt key libcni also sends on GC (containernetworking/cni#1101).
 	Attachments []types.GCAttachment `json:"cni.dev/attachments,omitempty"`
+	// DeviceID and PCIBusID are what Multus adds to a network whose NetworkAttachmentDefinition
+	// names a device-plugin resource (k8s.v1.cni.cncf.io/resourceName): one device of that
+	// resource the pod holds (a slot). Informational: the slots come from PodResources.
+	DeviceID string `json:"deviceID,omitempty"`
+	PCIBusID string `json:"pciBusID,omitempty"`
 
 	// StateDir holds sockets/ (slots, made by the device plugin), links/ and state/.
 	StateDir string `json:"stateDir,omitempty"`

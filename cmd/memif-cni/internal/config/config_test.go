@@ -31,6 +31,17 @@ func TestParseStrictness(t *testing.T) {
 	}
 }
 
+// Multus adds deviceID and pciBusID to a delegate whose NetworkAttachmentDefinition names a
+// device-plugin resource (seen on the e2e tier 3 cluster, Multus v4.2.2); strict parsing must take
+// them.
+func TestParseMultusDeviceKeys(t *testing.T) {
+	c, err := Parse([]byte(`{"cniVersion":"1.1.0","name":"memif","type":"memif-cni","capabilities":{"CNIDeviceInfoFile":true},
+		"deviceID":"slot-015","kubeconfig":"/etc/cni/net.d/memifnet.d/memifnet.kubeconfig","pciBusID":"slot-015"}`), true)
+	if err != nil || c.DeviceID != "slot-015" {
+		t.Fatalf("%+v %v", c, err)
+	}
+}
+
 func TestParseArgs(t *testing.T) {
 	a, err := ParseArgs("IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_UID=u;K8S_POD_INFRA_CONTAINER_ID=c")
 	if err != nil || a != (K8sArgs{Namespace: "ns", Name: "p", UID: "u", InfraContainerID: "c"}) {
