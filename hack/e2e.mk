@@ -1,12 +1,15 @@
-# Images, the pinned kubelet, the end-to-end tests and the demo. Included from the Makefile
-# (`include hack/e2e.mk`); uses its GO variable. All of these except `image` need root.
+# Images, the pinned Kubernetes programs, the one-node cluster, the end-to-end tests and the demo.
+# Included from the Makefile (`include hack/e2e.mk`); uses its GO variable. All of these except
+# `image` and the builds need root. See docs/e2e.md.
 #
-#   make image       build the image tarball $(E2E_OUT)/memifnet-image.tar (no container engine)
-#   make kube        build (or reuse) the Kubernetes multi-call binary (kubelet, kube-apiserver,
-#                    kube-controller-manager, kube-scheduler, kubectl, etcd) outside the repo
-#   make kubelet     the same; prints the kubelet's path
-#   make e2e         Tier 1 then Tier 2 (see docs/e2e.md)
-#   make demo        one-node memifnet with two pods on a memif link (hack/demo.sh)
+#   make image        build the image tarball $(E2E_OUT)/memifnet-image.tar (no container engine)
+#   make kube         build (or reuse) the Kubernetes multi-call binary (kubelet, kube-apiserver,
+#                     kube-controller-manager, kube-scheduler, kubectl, etcd) outside the repo
+#   make kubelet      the same; prints the kubelet's path
+#   make cluster-up   a real one-node cluster (builds what is missing); last lines KUBECONFIG=, KUBECTL=
+#   make cluster-down stop it and undo every host change
+#   make e2e          Tier 1, Tier 2, then Tier 3 (the cluster)
+#   make demo         memifnet on the one-node cluster, narrated (hack/demo.sh)
 
 GO              ?= go
 E2E_OUT         ?= hack/_out
@@ -14,7 +17,7 @@ IMAGE           ?= localhost/memifnet/memifnet:dev
 KUBELET_VERSION ?= v1.34.4
 E2E_BINS        := memif-cni memif-cni-podinfo memif-deviceplugin memif-perf memif-cni-install
 
-.PHONY: image kube kubelet e2e e2e-tier1 e2e-tier2 demo
+.PHONY: image kube kubelet cluster-up cluster-down e2e e2e-tier1 e2e-tier2 e2e-tier3 demo
 
 image:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(E2E_OUT)/bin/ $(addprefix ./cmd/,$(E2E_BINS))
@@ -29,7 +32,13 @@ kube:
 kubelet:
 	@d=$$(KUBE_VERSION=$(KUBELET_VERSION) hack/build-kube.sh) && echo "$$d/kubelet"
 
-e2e: e2e-tier1 e2e-tier2
+cluster-up:
+	$(GO) run ./hack/cluster up
+
+cluster-down:
+	$(GO) run ./hack/cluster down
+
+e2e: e2e-tier1 e2e-tier2 e2e-tier3
 
 e2e-tier1:
 	$(GO) test -tags e2e -count=1 -timeout 10m -v -run 'TestTier1' ./test/e2e/
@@ -40,3 +49,7 @@ e2e-tier2:
 
 demo:
 	hack/demo.sh
+
+# The cluster tier brings its own cluster up (hack/cluster's library) and down; builds first.
+e2e-tier3:
+	$(GO) test -tags e2e -count=1 -timeout 40m -v -run 'TestTier3' ./test/e2e/

@@ -41,6 +41,9 @@ func DialCRI(ctx context.Context, sock string) (*CRI, error) {
 	return c, nil
 }
 
+// Close closes the connection.
+func (c *CRI) Close() error { return c.conn.Close() }
+
 // RemoveAll stops and removes every pod sandbox (each Stop and Remove makes the runtime call CNI
 // DEL) and closes the connection. The stack owns this containerd, so every sandbox is its own.
 func (c *CRI) RemoveAll(ctx context.Context) error {

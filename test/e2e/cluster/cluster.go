@@ -1,0 +1,361 @@
+// Package cluster runs a real one-node Kubernetes cluster on this machine, without a container
+// engine or kind: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet
+// (v1.34.4, one multi-call binary built by hack/build-kube.sh), containerd v2 with runc and CDI
+// (hack/build-tools.sh), the CNI plugins, and the memifnet image imported under the names the
+// manifests use, so that `kubectl apply -k manifests/` works unchanged with no registry.
+//
+// Everything listens on 127.0.0.1. The processes outlive `cluster up` and are remembered in
+// <base>/state.json by PID and start time; every change made to the host outside <base> is
+// written there before it is made. Down stops the processes by PID and undoes the changes in
+// reverse order, so the machine is left as it was. Used by hack/cluster (make cluster-up,
+// cluster-down), the e2e tier 3 and the demo.
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/memifnet/memifnet/test/e2e/node"
+)
+
+// Fixed names and addresses of the cluster.
+const (
+	DefaultBase = "/run/memifnet-cluster"
+	// NodeName is an IP address, as in Kubernetes's own hack/local-up-cluster.sh: a kubelet whose
+	// hostname override is an IP reports it as the node's InternalIP, which is how the API server
+	// reaches it (logs, exec). --node-ip cannot say 127.0.0.1 (the kubelet refuses loopback
+	// there), and the kubelet listens on 127.0.0.1 only.
+	NodeName    = "127.0.0.1"
+	ServiceCIDR = "10.96.0.0/16"
+	// ServiceIP is the ClusterIP of the `kubernetes` Service (the first of ServiceCIDR).
+	ServiceIP     = "10.96.0.1"
+	PodSubnet     = "10.244.88.0/24"
+	Bridge        = "memifcl0"
+	APIServerPort = 6443
+	PauseImage    = "localhost/memifnet/pause:cluster"
+	KubeletDir    = "/var/lib/kubelet"
+	CNIConfDir    = "/etc/cni/net.d"
+	CNIBinDir     = "/opt/cni/bin"
+	// Conflist is the node's primary network: bridge with host-local IPAM. memif-cni-install
+	// --chain (the chained overlay) appends memif-cni to it.
+	Conflist = CNIConfDir + "/10-memifnet-cluster.conflist"
+)
+
+// hostPaths are the host paths a node's components create. Each one that does not exist when
+// the cluster comes up is removed when it goes down (after unmounting what is below it); one
+// that exists is left alone.
+var hostPaths = []string{
+	"/etc/cni", "/opt/cni", KubeletDir, "/var/log/pods", "/var/log/containers",
+	"/var/lib/memifnet", "/run/k8s.cni.cncf.io", "/run/containerd", "/var/lib/cni",
+	"/etc/cdi", "/run/cdi", "/run/nri", "/run/multus", "/etc/kubernetes", "/opt/containerd",
+	"/var/lib/containerd",
+}
+
+// Inputs are the programs and the image a cluster runs (see Build).
+type Inputs struct {
+	KubeDir       string `json:"kubeDir"`       // hack/build-kube.sh: kube-apiserver, kubelet, kubectl, etcd, ...
+	ContainerdDir string `json:"containerdDir"` // hack/build-tools.sh containerd
+	MultusDir     string `json:"multusDir"`     // hack/build-tools.sh multus
+	Image         string `json:"image"`         // `make image` tarball
+}
+
+// State is <base>/state.json.
+type State struct {
+	Inputs  Inputs    `json:"inputs"`
+	Daemons []*Daemon `json:"daemons"`
+	Changes []Change  `json:"changes"`
+	// Chains are the iptables chains (table/chain, IPv4 and IPv6) present before the cluster
+	// came up: the kubelet adds canary chains that Down removes.
+	Chains []string `json:"chains"`
+}
+
+// Cluster is one cluster rooted at Base.
+type Cluster struct {
+	Repo string
+	Base string
+	In   Inputs
+	Logf func(format string, a ...any)
+
+	mu    sync.Mutex
+	state State
+}
+
+// New returns a handle on the cluster at base (running or not).
+func New(repo, base string, in Inputs, logf func(string, ...any)) *Cluster {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	return &Cluster{Repo: repo, Base: base, In: in, Logf: logf}
+}
+
+// Path joins elem under Base.
+func (c *Cluster) Path(elem ...string) string {
+	return filepath.Join(append([]string{c.Base}, elem...)...)
+}
+
+// Kubeconfig is the admin kubeconfig (system:masters).
+func (c *Cluster) Kubeconfig() string { return c.Path("admin.kubeconfig") }
+
+// Kubectl is the kubectl binary.
+func (c *Cluster) Kubectl() string { return filepath.Join(c.In.KubeDir, "kubectl") }
+
+// LogDir holds one log file per component.
+func (c *Cluster) LogDir() string { return c.Path("logs") }
+
+// ContainerdSock is the CRI endpoint.
+func (c *Cluster) ContainerdSock() string { return c.Path("containerd", "containerd.sock") }
+
+func (c *Cluster) statePath() string { return c.Path("state.json") }
+
+// save writes the state file (atomically: a crash leaves the old or the new one).
+func (c *Cluster) save() error {
+	b, err := json.MarshalIndent(&c.state, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := c.statePath() + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, c.statePath())
+}
+
+func (c *Cluster) load() (bool, error) {
+	b, err := os.ReadFile(c.statePath())
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return false, fmt.Errorf("%s: %w", c.statePath(), err)
+	}
+	c.state = st
+	return true, nil
+}
+
+// record writes ch to the state file; call it before making the change.
+func (c *Cluster) record(ch Change) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.state.Changes = append(c.state.Changes, ch)
+	return c.save()
+}
+
+func (c *Cluster) addDaemon(d *Daemon) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.state.Daemons = append(c.state.Daemons, d)
+	return c.save()
+}
+
+// Daemon returns the running component name (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, containerd, kubelet), or nil.
+func (c *Cluster) Daemon(name string) *Daemon {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, d := range c.state.Daemons {
+		if d.Name == name {
+			return d
+		}
+	}
+	return nil
+}
+
+// Up brings the cluster up, or checks that the one already up at Base is healthy (and imports
+// the image again, which may have been rebuilt). A cluster found unhealthy is taken down first.
+func (c *Cluster) Up(ctx context.Context) error {
+	start := time.Now()
+	found, err := c.load()
+	if err != nil {
+		return err
+	}
+	if found {
+		if err := c.healthy(ctx); err == nil {
+			c.Logf("cluster at %s is up and healthy", c.Base)
+			return c.importImages(ctx)
+		} else {
+			c.Logf("cluster at %s is not healthy (%v): taking it down first", c.Base, err)
+		}
+		if err := c.Down(); err != nil {
+			return err
+		}
+	}
+	if err := preflight(c.In); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.Base, 0o755); err != nil {
+		return err
+	}
+	c.state = State{Inputs: c.In}
+	if c.state.Chains, err = iptablesChains(); err != nil {
+		return err
+	}
+	if err := c.save(); err != nil {
+		return err
+	}
+	steps := []struct {
+		what string
+		fn   func(context.Context) error
+	}{
+		{"host", c.prepareHost},
+		{"certificates", c.writePKI},
+		{"etcd", c.startEtcd},
+		{"kube-apiserver", c.startAPIServer},
+		{"kube-controller-manager", c.startControllerManager},
+		{"kube-scheduler", c.startScheduler},
+		{"containerd", c.startContainerd},
+		{"images", c.importImages},
+		{"kubelet", c.startKubelet},
+	}
+	for _, s := range steps {
+		t := time.Now()
+		if err := s.fn(ctx); err != nil {
+			return fmt.Errorf("cluster up: %s: %w (logs in %s)", s.what, err, c.LogDir())
+		}
+		c.Logf("%s ready (%.1fs)", s.what, time.Since(t).Seconds())
+	}
+	c.Logf("cluster up in %.1fs; component logs in %s", time.Since(start).Seconds(), c.LogDir())
+	return nil
+}
+
+// preflight refuses to start where a cluster component would fight another one.
+func preflight(in Inputs) error {
+	if os.Geteuid() != 0 {
+		return errors.New("needs root (mounts, network namespaces, cgroups, iptables)")
+	}
+	for _, f := range []string{
+		filepath.Join(in.KubeDir, "kubelet"), filepath.Join(in.KubeDir, "etcd"),
+		filepath.Join(in.ContainerdDir, "containerd"), filepath.Join(in.ContainerdDir, "containerd-shim-runc-v2"),
+		in.Image,
+	} {
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("missing input: %w", err)
+		}
+	}
+	for _, p := range []string{"runc", "iptables", "ip"} {
+		if _, err := lookPath(p); err != nil {
+			return fmt.Errorf("%s not found (apt-get install runc iptables iproute2): %w", p, err)
+		}
+	}
+	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
+		return errors.New("no CNI plugins in /usr/lib/cni: apt-get install containernetworking-plugins")
+	}
+	if _, err := os.Stat(KubeletDir); err == nil {
+		return fmt.Errorf("%s exists: a kubelet runs or ran on this machine (the e2e tier 2, or another cluster); stop it or remove the directory", KubeletDir)
+	}
+	for _, port := range []int{2379, 2380, APIServerPort, 10248, 10250, 10257, 10259} {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			return fmt.Errorf("127.0.0.1:%d is in use (another cluster or kubelet?): %w", port, err)
+		}
+		l.Close()
+	}
+	return nil
+}
+
+// healthy checks that every component runs and the node is Ready.
+func (c *Cluster) healthy(ctx context.Context) error {
+	names := map[string]bool{}
+	for _, d := range c.state.Daemons {
+		if !d.Alive() {
+			return fmt.Errorf("%s (pid %d) is not running", d.Name, d.PID)
+		}
+		names[d.Name] = true
+	}
+	for _, n := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet"} {
+		if !names[n] {
+			return fmt.Errorf("%s was never started", n)
+		}
+	}
+	if c.In == (Inputs{}) {
+		c.In = c.state.Inputs
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	return c.waitNodeReady(ctx, 15*time.Second)
+}
+
+// Down stops the cluster at Base and undoes every change it made to the host, newest first. It
+// works on a cluster that is up, half up or already down, and reports every failure.
+func (c *Cluster) Down() error {
+	found, err := c.load()
+	if err != nil {
+		return err
+	}
+	if !found {
+		if _, err := os.Stat(c.Base); err == nil {
+			return fmt.Errorf("%s exists but has no state.json: not a cluster this program made; remove it by hand", c.Base)
+		}
+		c.Logf("no cluster at %s", c.Base)
+		return nil
+	}
+	start := time.Now()
+	var errs []error
+	byName := map[string]*Daemon{}
+	for _, d := range c.state.Daemons {
+		byName[d.Name] = d
+	}
+	stop := func(name string, grace time.Duration) {
+		if d := byName[name]; d != nil {
+			if err := d.Stop(syscall.SIGTERM, grace); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	// The kubelet first, so that it does not restart what goes next; then every pod sandbox
+	// through the CRI (containerd runs CNI DEL for each: memif-cni undoes its mounts), then
+	// containerd and any shim left, then the control plane.
+	stop("kubelet", 20*time.Second)
+	if d := byName["containerd"]; d != nil && d.Alive() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		if cr, err := node.DialCRI(ctx, c.ContainerdSock()); err == nil {
+			if err := cr.RemoveAll(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("remove pod sandboxes: %w", err))
+			}
+		} else {
+			errs = append(errs, fmt.Errorf("containerd CRI: %w", err))
+		}
+		cancel()
+	}
+	stop("containerd", 30*time.Second)
+	for _, pid := range processesWith("containerd-shim", c.ContainerdSock()) {
+		killPID(pid)
+	}
+	for _, n := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
+		stop(n, 20*time.Second)
+	}
+	if err := removeNewChains(c.state.Chains); err != nil {
+		errs = append(errs, err)
+	}
+	removeKubeCgroups()
+	for i := len(c.state.Changes) - 1; i >= 0; i-- {
+		ch := c.state.Changes[i]
+		if err := ch.undo(); err != nil {
+			errs = append(errs, fmt.Errorf("undo %s: %w", ch, err))
+		}
+	}
+	if err := node.UnmountBelow(c.Base); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		// Keep the state (and the logs): a second Down retries what failed.
+		return fmt.Errorf("cluster down: %w", errors.Join(errs...))
+	}
+	if err := os.RemoveAll(c.Base); err != nil {
+		return err
+	}
+	c.Logf("cluster down in %.1fs: processes stopped, host changes undone, %s removed", time.Since(start).Seconds(), c.Base)
+	return nil
+}

@@ -1,0 +1,219 @@
+package cluster
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memifnet/memifnet/test/e2e/node"
+)
+
+// Change is one change the cluster made to the host outside its base directory. Each is written
+// to the state file before it is made, so that `cluster down` can undo it even when `cluster up`
+// died half way; undoing a change that was never made is a no-op.
+type Change struct {
+	// Kind is "path" (a file or directory the cluster created: removed, after unmounting what is
+	// mounted below it), "iptables" (a rule: deleted), "propagation" (mounts whose propagation
+	// was changed: put back), "link" (a network device: deleted), "sysctl" (a /proc/sys file:
+	// Args[0], its old value, written back).
+	Kind   string      `json:"kind"`
+	Path   string      `json:"path,omitempty"`
+	Args   []string    `json:"args,omitempty"`
+	Mounts []MountProp `json:"mounts,omitempty"`
+}
+
+// MountProp is a mount point and its propagation before the cluster changed it.
+type MountProp struct {
+	Path        string `json:"path"`
+	Propagation string `json:"propagation"` // "private", "shared", "slave", "shared,slave", "unbindable"
+}
+
+func (c Change) String() string {
+	switch c.Kind {
+	case "iptables":
+		return "iptables " + strings.Join(c.Args, " ")
+	case "propagation":
+		return fmt.Sprintf("propagation of %d mounts", len(c.Mounts))
+	default:
+		return c.Kind + " " + c.Path
+	}
+}
+
+// undo reverts the change.
+func (c Change) undo() error {
+	switch c.Kind {
+	case "path":
+		if err := node.UnmountBelow(c.Path); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(c.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	case "iptables": // Args: table, chain, rule spec
+		if len(c.Args) < 3 {
+			return fmt.Errorf("iptables change without table, chain and rule")
+		}
+		args := func(op string) []string { return append([]string{"-t", c.Args[0], op, c.Args[1]}, c.Args[2:]...) }
+		if exec.Command("iptables", args("-C")...).Run() != nil {
+			return nil // not there
+		}
+		if out, err := exec.Command("iptables", args("-D")...).CombinedOutput(); err != nil {
+			return fmt.Errorf("iptables %s: %v: %s", strings.Join(args("-D"), " "), err, out)
+		}
+		return nil
+	case "link":
+		if _, err := os.Stat(filepath.Join("/sys/class/net", c.Path)); err != nil {
+			return nil
+		}
+		if out, err := exec.Command("ip", "link", "del", c.Path).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip link del %s: %v: %s", c.Path, err, out)
+		}
+		return nil
+	case "propagation":
+		return restorePropagation(c.Mounts)
+	case "sysctl":
+		if len(c.Args) != 1 {
+			return fmt.Errorf("sysctl change without its old value")
+		}
+		return os.WriteFile(c.Path, []byte(c.Args[0]), 0o644)
+	}
+	return fmt.Errorf("unknown change kind %q", c.Kind)
+}
+
+// mountEntry is one line of /proc/self/mountinfo.
+type mountEntry struct {
+	ID, Parent  int
+	Path        string
+	Propagation string
+}
+
+// mountinfo reads /proc/self/mountinfo.
+func mountinfo() ([]mountEntry, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []mountEntry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 7 {
+			continue
+		}
+		var e mountEntry
+		fmt.Sscan(fields[0], &e.ID)
+		fmt.Sscan(fields[1], &e.Parent)
+		e.Path = unescapeMount(fields[4])
+		// Optional fields (shared:N, master:N, unbindable) run from field 7 to the "-".
+		var tags []string
+		for _, opt := range fields[6:] {
+			if opt == "-" {
+				break
+			}
+			switch {
+			case strings.HasPrefix(opt, "shared:"):
+				tags = append(tags, "shared")
+			case strings.HasPrefix(opt, "master:"):
+				tags = append(tags, "slave")
+			case opt == "unbindable":
+				tags = append(tags, "unbindable")
+			}
+		}
+		sort.Strings(tags)
+		e.Propagation = strings.Join(tags, ",")
+		if e.Propagation == "" {
+			e.Propagation = "private"
+		}
+		out = append(out, e)
+	}
+	return out, sc.Err()
+}
+
+func unescapeMount(s string) string {
+	return strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(s)
+}
+
+// propagationBelow is the propagation of / and every mount below it, as `mount --make-rshared /`
+// is about to change them.
+func propagationBelow(root string) ([]MountProp, error) {
+	all, err := mountinfo()
+	if err != nil {
+		return nil, err
+	}
+	var out []MountProp
+	for _, m := range all {
+		if m.Path == root || strings.HasPrefix(m.Path, strings.TrimSuffix(root, "/")+"/") {
+			out = append(out, MountProp{Path: m.Path, Propagation: m.Propagation})
+		}
+	}
+	return out, nil
+}
+
+// makeRShared makes root and every mount below it shared, as kind's node entrypoint does: a
+// container's Bidirectional mount (the node agent's /var/lib/memifnet) needs its host path on a
+// shared mount, and / is private on this machine.
+func makeRShared(root string) error {
+	return unix.Mount("", root, "", unix.MS_SHARED|unix.MS_REC, "")
+}
+
+// restorePropagation puts back the propagation the mounts had before makeRShared. A mount that
+// was shared stays shared (in a new peer group: the old one cannot be rejoined); one that has
+// gone since is skipped. Mounts are changed one by one, never recursively, so mounts made since
+// by someone else keep theirs.
+func restorePropagation(before []MountProp) error {
+	now, err := mountinfo()
+	if err != nil {
+		return err
+	}
+	present := map[string]string{}
+	for _, m := range now {
+		present[m.Path] = m.Propagation
+	}
+	var errs []error
+	for _, m := range before {
+		cur, ok := present[m.Path]
+		if !ok || cur == m.Propagation {
+			continue
+		}
+		var flags uintptr
+		switch m.Propagation {
+		case "private":
+			flags = unix.MS_PRIVATE
+		case "slave":
+			flags = unix.MS_SLAVE // a shared slave drops its own peer group, keeps its master
+		case "unbindable":
+			flags = unix.MS_UNBINDABLE
+		default:
+			continue // shared (or shared,slave) before: still is
+		}
+		if err := unix.Mount("", m.Path, "", flags, ""); err != nil {
+			errs = append(errs, fmt.Errorf("restore %s propagation of %s: %w", m.Propagation, m.Path, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RootPropagation is the propagation of the / mount.
+func RootPropagation() (string, error) {
+	all, err := mountinfo()
+	if err != nil {
+		return "", err
+	}
+	prop := ""
+	for _, m := range all {
+		if m.Path == "/" {
+			prop = m.Propagation // the last one is the top of the stack
+		}
+	}
+	return prop, nil
+}

@@ -1,0 +1,231 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// hugepagesNeeded is what the node agent's default pools take (4 x 64Mi of 2Mi pages) plus room.
+const hugepagesNeeded = 160
+
+// prepareHost makes the host changes a node needs, recording each first: the host paths the
+// components will create, enough hugepages, `/` rshared, the `kubernetes` Service address routed
+// to the API server, the CNI directories and the node's primary network.
+func (c *Cluster) prepareHost(ctx context.Context) error {
+	for _, p := range hostPaths {
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			if err := c.record(Change{Kind: "path", Path: p}); err != nil {
+				return err
+			}
+		}
+	}
+	if err := c.ensureHugepages(hugepagesNeeded); err != nil {
+		return err
+	}
+	before, err := propagationBelow("/")
+	if err != nil {
+		return err
+	}
+	if err := c.record(Change{Kind: "propagation", Mounts: before}); err != nil {
+		return err
+	}
+	if err := makeRShared("/"); err != nil {
+		return fmt.Errorf("mount --make-rshared /: %w", err)
+	}
+	// No kube-proxy runs here. Host-network pods (the node agent's installer) and memif-cni on
+	// the node reach the API server as in-cluster clients do, at the `kubernetes` Service
+	// (KUBERNETES_SERVICE_HOST=10.96.0.1, port 443). This one rule is what kube-proxy would
+	// install for that Service, pointing at where the API server listens.
+	spec := []string{"-d", ServiceIP + "/32", "-p", "tcp", "--dport", "443",
+		"-m", "comment", "--comment", "memifnet-cluster: kubernetes Service -> kube-apiserver",
+		"-j", "DNAT", "--to-destination", "127.0.0.1:" + strconv.Itoa(APIServerPort)}
+	if err := c.record(Change{Kind: "iptables", Args: append([]string{"nat", "OUTPUT"}, spec...)}); err != nil {
+		return err
+	}
+	rule := append([]string{"-t", "nat", "-A", "OUTPUT"}, spec...)
+	if out, err := exec.CommandContext(ctx, "iptables", rule...).CombinedOutput(); err != nil {
+		return fmt.Errorf("iptables %s: %v: %s", strings.Join(rule, " "), err, out)
+	}
+	for _, d := range []string{CNIConfDir, CNIBinDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	plugins, _ := filepath.Glob("/usr/lib/cni/*")
+	for _, p := range plugins {
+		dst := filepath.Join(CNIBinDir, filepath.Base(p))
+		if _, err := os.Lstat(dst); err == nil {
+			continue // the machine's own
+		}
+		if err := c.record(Change{Kind: "path", Path: dst}); err != nil {
+			return err
+		}
+		if err := os.Symlink(p, dst); err != nil {
+			return err
+		}
+	}
+	if err := c.record(Change{Kind: "link", Path: Bridge}); err != nil {
+		return err
+	}
+	if err := c.record(Change{Kind: "path", Path: Conflist}); err != nil {
+		return err
+	}
+	return writeJSON(Conflist, c.primaryNetwork())
+}
+
+// primaryNetwork is the node's pod network: a bridge not attached to any NIC (pods need an eth0
+// with an address, nothing more), host-local IPAM with its leases under Base.
+func (c *Cluster) primaryNetwork() map[string]any {
+	return map[string]any{
+		"cniVersion": "1.0.0",
+		"name":       "memifnet-cluster",
+		"plugins": []any{
+			map[string]any{
+				"type": "bridge", "bridge": Bridge, "isGateway": false, "ipMasq": false,
+				"ipam": map[string]any{
+					"type": "host-local", "ranges": [][]map[string]string{{{"subnet": PodSubnet}}},
+					"dataDir": c.Path("cni", "ipam"),
+				},
+			},
+		},
+	}
+}
+
+// ensureHugepages raises vm.nr_hugepages so that n 2Mi pages are free; Down puts the old value
+// back.
+func (c *Cluster) ensureHugepages(n int) error {
+	free, err := meminfo("HugePages_Free")
+	if err != nil {
+		return err
+	}
+	if free >= n {
+		return nil
+	}
+	const knob = "/proc/sys/vm/nr_hugepages"
+	b, err := os.ReadFile(knob)
+	if err != nil {
+		return err
+	}
+	old := strings.TrimSpace(string(b))
+	total, _ := strconv.Atoi(old)
+	if err := c.record(Change{Kind: "sysctl", Path: knob, Args: []string{old}}); err != nil {
+		return err
+	}
+	if err := os.WriteFile(knob, []byte(strconv.Itoa(total+n-free)), 0o644); err != nil {
+		return err
+	}
+	if free, _ = meminfo("HugePages_Free"); free < n {
+		return fmt.Errorf("asked the kernel for %d more hugepages, %d are free", n, free)
+	}
+	return nil
+}
+
+func meminfo(key string) (int, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			return strconv.Atoi(strings.Fields(v)[0])
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/meminfo", key)
+}
+
+// iptablesChains lists every chain as "<family>/<table>/<chain>".
+func iptablesChains() ([]string, error) {
+	var out []string
+	for _, fam := range []string{"iptables", "ip6tables"} {
+		b, err := exec.Command(fam + "-save").Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s-save: %w", fam, err)
+		}
+		table := ""
+		for _, l := range strings.Split(string(b), "\n") {
+			switch {
+			case strings.HasPrefix(l, "*"):
+				table = l[1:]
+			case strings.HasPrefix(l, ":"):
+				out = append(out, fam+"/"+table+"/"+strings.Fields(l[1:])[0])
+			}
+		}
+	}
+	return out, nil
+}
+
+// removeNewChains removes the chains the kubelet (KUBE-*) or CNI plugins (CNI-*) added since
+// before was taken, with the rules that jump to them.
+func removeNewChains(before []string) error {
+	now, err := iptablesChains()
+	if err != nil {
+		return err
+	}
+	had := map[string]bool{}
+	for _, ch := range before {
+		had[ch] = true
+	}
+	var errs []error
+	for _, ch := range now {
+		parts := strings.SplitN(ch, "/", 3)
+		fam, table, chain := parts[0], parts[1], parts[2]
+		if had[ch] || !(strings.HasPrefix(chain, "KUBE-") || strings.HasPrefix(chain, "CNI-")) {
+			continue
+		}
+		// Rules elsewhere that jump to it go first.
+		b, _ := exec.Command(fam+"-save", "-t", table).Output()
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if len(f) > 2 && f[0] == "-A" && strings.Contains(l, "-j "+chain) && f[1] != chain {
+				args := append([]string{"-t", table, "-D"}, f[1:]...)
+				if out, err := exec.Command(fam, args...).CombinedOutput(); err != nil {
+					errs = append(errs, fmt.Errorf("%s %s: %v: %s", fam, strings.Join(args, " "), err, out))
+				}
+			}
+		}
+		for _, op := range []string{"-F", "-X"} {
+			if out, err := exec.Command(fam, "-t", table, op, chain).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("%s -t %s %s %s: %v: %s", fam, table, op, chain, err, out))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeKubeCgroups removes the kubelet's (now empty) cgroup trees.
+func removeKubeCgroups() {
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
+	for _, r := range roots {
+		removeEmptyTree(r)
+	}
+}
+
+func removeEmptyTree(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			removeEmptyTree(filepath.Join(dir, e.Name()))
+		}
+	}
+	_ = os.Remove(dir) // cgroupfs: rmdir of a cgroup without processes or children
+}
+
+func writeJSON(path string, v any) error {
+	b, err := jsonIndent(v)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func lookPath(name string) (string, error) { return exec.LookPath(name) }

@@ -1,0 +1,117 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// ManifestDirs are the kustomizations whose images the cluster must hold.
+var ManifestDirs = []string{"manifests", "manifests/overlays/multus", "manifests/examples"}
+
+// importImages imports the pause image (built here) and the `make image` tarball into
+// containerd's k8s.io namespace, and tags the latter with every image name the manifests carry
+// after kustomize (ghcr.io/memifnet/memifnet:v0.1.0), so pods start from it with no registry.
+func (c *Cluster) importImages(ctx context.Context) error {
+	pause := c.Path("images", "pause.tar")
+	if _, err := os.Stat(pause); err != nil {
+		if err := c.buildPause(ctx, pause); err != nil {
+			return fmt.Errorf("pause image: %w", err)
+		}
+	}
+	names, err := c.manifestImages(ctx)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("no image names in %v after kustomize", ManifestDirs)
+	}
+	if err := c.ctr(ctx, "images", "import", pause); err != nil {
+		return err
+	}
+	src, err := tarballTag(c.In.Image)
+	if err != nil {
+		return err
+	}
+	if err := c.ctr(ctx, "images", "import", c.In.Image); err != nil {
+		return err
+	}
+	for _, n := range names {
+		if n == src {
+			continue
+		}
+		if err := c.ctr(ctx, "images", "tag", "--force", src, n); err != nil {
+			return err
+		}
+	}
+	c.Logf("images: %s (pause), %s from %s as %s", PauseImage, src, c.In.Image, strings.Join(names, ", "))
+	return nil
+}
+
+func (c *Cluster) ctr(ctx context.Context, args ...string) error {
+	all := append([]string{"--address", c.ContainerdSock(), "--namespace", "k8s.io"}, args...)
+	out, err := exec.CommandContext(ctx, filepath.Join(c.In.ContainerdDir, "ctr"), all...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ctr %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// buildPause builds hack/pause and packs it as PauseImage with hack/image.
+func (c *Cluster) buildPause(ctx context.Context, out string) error {
+	bin := c.Path("images", "pause")
+	tool := c.Path("images", "image")
+	for _, b := range [][2]string{{bin, "./hack/pause"}, {tool, "./hack/image"}} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", b[0], b[1])
+		cmd.Dir = c.Repo
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if o, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %v: %s", b[1], err, o)
+		}
+	}
+	o, err := exec.CommandContext(ctx, tool, "-o", out, "-t", PauseImage, "-entrypoint", "/pause", bin+"=/pause").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("hack/image: %v: %s", err, o)
+	}
+	return nil
+}
+
+var imageLine = regexp.MustCompile(`(?m)^\s*(?:-\s+)?image:\s*["']?([^"'\s]+)`)
+
+// manifestImages is every distinct image the manifest kustomizations name.
+func (c *Cluster) manifestImages(ctx context.Context) ([]string, error) {
+	seen := map[string]bool{}
+	for _, d := range ManifestDirs {
+		out, err := exec.CommandContext(ctx, c.Kubectl(), "kustomize", filepath.Join(c.Repo, d)).Output()
+		if err != nil {
+			return nil, fmt.Errorf("kubectl kustomize %s: %w", d, err)
+		}
+		for _, m := range imageLine.FindAllStringSubmatch(string(out), -1) {
+			seen[m[1]] = true
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// tarballTag is the one tag of a docker-archive tarball (its manifest.json's RepoTags).
+func tarballTag(path string) (string, error) {
+	out, err := exec.Command("tar", "-xOf", path, "manifest.json").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: no manifest.json: %w", path, err)
+	}
+	m := regexp.MustCompile(`"RepoTags":\s*\[\s*"([^"]+)"`).FindSubmatch(out)
+	if m == nil {
+		return "", fmt.Errorf("%s: manifest.json names no tag", path)
+	}
+	return string(m[1]), nil
+}

@@ -1,0 +1,181 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Snapshot is the host state a cluster may change: mounts (with their propagation), network
+// namespaces, network devices, iptables rules, hugepages, the host paths a node creates, and the
+// processes of the programs the cluster runs. Compare one taken before Up with one taken after
+// Down: they must be equal.
+type Snapshot struct {
+	Mounts    []string // "<path> <propagation>", propagation of shared mounts without peer group
+	Netns     []string
+	Links     []string
+	Iptables  []string // rules and chains of every table, IPv4 and IPv6, without counters
+	Hugepages string
+	Paths     []string // host paths that exist (of hostPaths and the CNI files)
+	Processes []string // "<pid> <argv0>" of cluster programs
+}
+
+// programs whose processes must not outlive the cluster.
+var clusterPrograms = regexp.MustCompile(`(^|/)(kube|kubelet|kube-apiserver|kube-controller-manager|kube-scheduler|etcd|containerd|containerd-shim-runc-v2|memif-deviceplugin|memif-cni-install|memif-perf|pause|multus)$`)
+
+// TakeSnapshot reads the host state.
+func TakeSnapshot() (Snapshot, error) {
+	var s Snapshot
+	ms, err := mountinfo()
+	if err != nil {
+		return s, err
+	}
+	for _, m := range ms {
+		s.Mounts = append(s.Mounts, m.Path+" "+m.Propagation)
+	}
+	sort.Strings(s.Mounts)
+	if ents, err := os.ReadDir("/run/netns"); err == nil {
+		for _, e := range ents {
+			s.Netns = append(s.Netns, e.Name())
+		}
+	}
+	if ents, err := os.ReadDir("/sys/class/net"); err == nil {
+		for _, e := range ents {
+			s.Links = append(s.Links, e.Name())
+		}
+	}
+	counters := regexp.MustCompile(`^(:\S+ \S+) \[\d+:\d+\]$`)
+	for _, fam := range []string{"iptables-save", "ip6tables-save"} {
+		out, err := exec.Command(fam).Output()
+		if err != nil {
+			return s, fmt.Errorf("%s: %w", fam, err)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if l == "" || strings.HasPrefix(l, "#") {
+				continue
+			}
+			s.Iptables = append(s.Iptables, fam+": "+counters.ReplaceAllString(l, "$1"))
+		}
+	}
+	b, _ := os.ReadFile("/proc/sys/vm/nr_hugepages")
+	s.Hugepages = strings.TrimSpace(string(b))
+	for _, p := range append(append([]string{}, hostPaths...), CNIBinDir, CNIConfDir, Conflist, MultusConf) {
+		if _, err := os.Lstat(p); err == nil {
+			s.Paths = append(s.Paths, p)
+		}
+	}
+	if bins, err := filepath.Glob(CNIBinDir + "/*"); err == nil {
+		s.Paths = append(s.Paths, bins...)
+	}
+	if confs, err := filepath.Glob(CNIConfDir + "/*"); err == nil {
+		s.Paths = append(s.Paths, confs...)
+	}
+	sort.Strings(s.Paths)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(cmd) == 0 {
+			continue
+		}
+		argv0 := strings.SplitN(string(cmd), "\x00", 2)[0]
+		if clusterPrograms.MatchString(argv0) {
+			if _, err := fmt.Sscan(e.Name(), new(int)); err == nil {
+				s.Processes = append(s.Processes, e.Name()+" "+argv0)
+			}
+		}
+	}
+	return s, nil
+}
+
+// Diff lists how after differs from s ("+" appeared, "-" went away), per kind.
+func (s Snapshot) Diff(after Snapshot) []string {
+	var out []string
+	cmp := func(kind string, a, b []string) {
+		had := map[string]int{}
+		for _, x := range a {
+			had[x]++
+		}
+		for _, x := range b {
+			if had[x] > 0 {
+				had[x]--
+				continue
+			}
+			out = append(out, fmt.Sprintf("+%s %s", kind, x))
+		}
+		for _, x := range a {
+			if had[x] > 0 {
+				had[x]--
+				out = append(out, fmt.Sprintf("-%s %s", kind, x))
+			}
+		}
+	}
+	cmp("mount", s.Mounts, after.Mounts)
+	cmp("netns", s.Netns, after.Netns)
+	cmp("link", s.Links, after.Links)
+	cmp("iptables", s.Iptables, after.Iptables)
+	cmp("hugepages", []string{s.Hugepages}, []string{after.Hugepages})
+	cmp("path", s.Paths, after.Paths)
+	cmp("process", s.Processes, after.Processes)
+	return out
+}
+
+// Leaks is what the cluster left behind between s (before Up) and after (after Down): every
+// change to the cluster's own paths, mounts, iptables, hugepages and devices, and any of its
+// processes still running. Changes others may make on a shared machine meanwhile (a mount in
+// /tmp, a process ending) are not counted.
+func (s Snapshot) Leaks(after Snapshot, base string) []string {
+	ours := append(append([]string{}, hostPaths...), base, CNIBinDir, CNIConfDir)
+	under := func(p string) bool {
+		for _, o := range ours {
+			if p == o || strings.HasPrefix(p, o+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	prop := func(ms []string) map[string]string {
+		m := map[string]string{}
+		for _, x := range ms {
+			i := strings.LastIndexByte(x, ' ')
+			m[x[:i]] = x[i+1:]
+		}
+		return m
+	}
+	before, now := prop(s.Mounts), prop(after.Mounts)
+	var out []string
+	for _, d := range s.Diff(after) {
+		kind, what, _ := strings.Cut(d[1:], " ")
+		added := d[0] == '+'
+		switch kind {
+		case "mount":
+			path := what[:strings.LastIndexByte(what, ' ')]
+			_, inBefore := before[path]
+			_, inAfter := now[path]
+			// containerd keeps its network namespaces under the cluster directory; others'
+			// (tests making their own under /run/netns) are not the cluster's.
+			cniNetns := strings.HasPrefix(path, "/run/netns/cni-")
+			if under(path) || cniNetns || path == "/" || (inBefore && inAfter) {
+				out = append(out, d)
+			}
+		case "netns":
+			if added && strings.HasPrefix(what, "cni-") {
+				out = append(out, d)
+			}
+		case "link":
+			if added && (what == Bridge || strings.HasPrefix(what, "veth")) {
+				out = append(out, d)
+			}
+		case "process":
+			if added {
+				out = append(out, d)
+			}
+		default:
+			out = append(out, d)
+		}
+	}
+	return out
+}
