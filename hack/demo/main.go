@@ -1,7 +1,8 @@
-// Command demo brings up a one-node memifnet on this machine (containerd, a standalone kubelet,
-// memif-deviceplugin, memif-cni), runs two pods joined by a memif link with memif-perf, narrates
-// each step, prints throughput and round-trip latency, and tears everything down, also on
-// Ctrl-C. hack/demo.sh installs the prerequisites and builds the kubelet first; run that.
+// Command demo shows memifnet on a real one-node Kubernetes cluster on this machine: it brings
+// the cluster up (test/e2e/cluster), installs memifnet with `kubectl apply -k manifests/`, runs
+// the example link pods, then measures throughput and round-trip latency between two pods on a
+// memif link, narrating each step, and tears everything down, also on Ctrl-C. hack/demo.sh
+// installs the prerequisites and builds this; run that (`make demo`).
 package main
 
 import (
@@ -11,92 +12,120 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/memifnet/memifnet/pkg/memif"
+	"github.com/memifnet/memifnet/test/e2e/cluster"
 	"github.com/memifnet/memifnet/test/e2e/node"
 )
 
-const pluginConfig = `socketSlots: 2
-pools:
-  - name: hugepool
-    pageSize: 2Mi
-    unitSize: 16Mi
-    unitsPerNUMANode: 2
-`
-
 func main() {
-	kubelet := flag.String("kubelet", "", "kubelet binary (hack/build-kubelet.sh prints it)")
-	base := flag.String("base", "/run/memifnet-demo", "working directory (removed at the end)")
+	base := flag.String("base", "/run/memifnet-demo", "the cluster's directory (removed at the end)")
 	seconds := flag.Int("seconds", 5, "how long the throughput run lasts")
 	flag.Parse()
-	if *kubelet == "" {
-		fmt.Fprintln(os.Stderr, "demo: --kubelet is required (run hack/demo.sh)")
-		os.Exit(2)
+	repo, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
 	}
-	repo, _ := os.Getwd()
 	start := time.Now()
 	say := func(format string, a ...any) {
 		fmt.Printf("[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
 	}
-	s := node.New(repo, *base, say)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, s, *kubelet, *seconds, say)
+	say("building (or reusing) Kubernetes v1.34.4 (one binary: kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd), containerd v2, and the memifnet image")
+	in, err := cluster.Build(ctx, repo, os.Stderr)
+	var c *cluster.Cluster
+	if err == nil {
+		c = cluster.New(repo, *base, in, say)
+		err = run(ctx, c, *seconds, say)
+	}
 	if ctx.Err() != nil {
 		say("interrupted")
 	}
 	stop()
-	say("tearing down (pods, kubelet, device plugin, containerd, mounts, %s)", *base)
-	if terr := s.Teardown(); terr != nil {
-		err = errors.Join(err, terr)
+	if c != nil {
+		say("tearing down: kubectl delete -k manifests/, then the cluster (every process by PID, mounts, the iptables rule, / back to private, %s)", *base)
+		if out, derr := c.KubectlCmd(context.Background(), "delete", "-k", "manifests/", "--ignore-not-found", "--wait=true").CombinedOutput(); derr != nil && c.Daemon("kube-apiserver") != nil {
+			say("kubectl delete -k manifests/: %v: %s", derr, out)
+		}
+		if terr := c.Down(); terr != nil {
+			err = errors.Join(err, terr)
+		}
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "demo: %v\n(logs were in %s/logs; rerun with the same command)\n", err, *base)
+		fmt.Fprintf(os.Stderr, "demo: %v\n(rerun with the same command; it cleans up first)\n", err)
 		os.Exit(1)
 	}
 	say("done: the machine is as before")
 }
 
-func run(ctx context.Context, s *node.Stack, kubelet string, seconds int, say func(string, ...any)) error {
-	if err := s.Prepare(); err != nil {
+// kubectl runs kubectl as a user would and prints the command and its output.
+func kubectl(ctx context.Context, c *cluster.Cluster, say func(string, ...any), stdin string, args ...string) (string, error) {
+	say("$ kubectl %s", strings.Join(args, " "))
+	cmd := c.KubectlCmd(ctx, args...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if l != "" {
+			fmt.Printf("          %s\n", l)
+		}
+	}
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
+
+func run(ctx context.Context, c *cluster.Cluster, seconds int, say func(string, ...any)) error {
+	say("bringing up a one-node cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd v2 (runc, CDI), kubelet; all on 127.0.0.1")
+	if err := c.Up(ctx); err != nil {
 		return err
 	}
-	say("building memifnet binaries and the image (static, no container engine)")
-	if err := s.Build(ctx); err != nil {
+	say("installing memifnet as users do: the node agent DaemonSet (memif-deviceplugin + the install-cni sidecar that chains memif-cni into the node's CNI configuration)")
+	if _, err := kubectl(ctx, c, say, "", "apply", "-k", "manifests/"); err != nil {
 		return err
 	}
-	if err := s.ClaimKubeletDirs(); err != nil {
+	if _, err := kubectl(ctx, c, say, "", "-n", "memifnet-system", "rollout", "status", "ds/memifnet-node", "--timeout=3m"); err != nil {
 		return err
 	}
-	if err := s.EnsureHugepages(16); err != nil {
-		return err
-	}
-	if err := s.StartContainerd(ctx, s.MemifCNI(node.KubeletDir)); err != nil {
-		return err
-	}
-	say("CNI chain: bridge (eth0) then memif-cni, which gets the pod annotations from containerd")
-	if err := s.StartKubelet(ctx, kubelet); err != nil {
-		return err
-	}
-	if err := s.StartPlugin(ctx, pluginConfig, 2); err != nil {
+	if _, err := kubectl(ctx, c, say, "", "get", "node", cluster.NodeName, "-o",
+		`jsonpath={"memifnet.io/socket: "}{.status.allocatable.memifnet\.io/socket}{"\nmemifnet.io/hugepool: "}{.status.allocatable.memifnet\.io/hugepool}{"\n"}`); err != nil {
 		return err
 	}
 
-	sum, err := pair(ctx, s, say, "demo-east", "demo-west", "demo-link",
-		[]string{"--mode", "echo", "--verify", "--duration", fmt.Sprintf("%ds", seconds+3)},
-		[]string{"--mode", "txrx", "--verify", "--size", "64", "--duration", fmt.Sprintf("%ds", seconds)})
+	say("the example: two pods joined by the memif link demo-link; memif-cni wires them, memif-perf sends 1500-byte frames and verifies every byte")
+	if _, err := kubectl(ctx, c, say, "", "apply", "-f", "manifests/examples/link-pods.yaml"); err != nil {
+		return err
+	}
+	for _, p := range []string{"memif-tx", "memif-rx"} {
+		if err := c.WaitPodSucceeded(ctx, "default", p, 3*time.Minute); err != nil {
+			return err
+		}
+	}
+	if log, err := c.Logs(ctx, "default", "memif-rx"); err == nil {
+		say("$ kubectl logs memif-rx | grep -E '^rx_pkts=|corrupt='\n          %s\n          %s",
+			grep(log, "rx_pkts=", true), grep(log, "corrupt=", false))
+	}
+	if _, err := kubectl(ctx, c, say, "", "delete", "-f", "manifests/examples/link-pods.yaml", "--wait=true"); err != nil {
+		return err
+	}
+
+	sum, err := pair(ctx, c, say, "demo-echo", "demo-txrx", "demo-tput",
+		[]string{"--mode=echo", "--verify", fmt.Sprintf("--duration=%ds", seconds+3)},
+		[]string{"--mode=txrx", "--verify", "--size=64", fmt.Sprintf("--duration=%ds", seconds)})
 	if err != nil {
 		return err
 	}
-	say("THROUGHPUT: %.2f Mpps each way (64-byte frames, every byte verified, %.0f packets, %0.f verify errors)",
+	say("THROUGHPUT: %.2f Mpps each way (64-byte frames, every byte verified, %.0f packets, %.0f verify errors)",
 		sum["rx_mpps"], sum["rx_pkts"], sum["verify_errors"])
 
-	sum, err = pair(ctx, s, say, "demo-pong", "demo-ping", "demo-link-2",
-		[]string{"--mode", "echo", "--duration", "6s"},
-		[]string{"--mode", "ping", "--verify", "--duration", "3s"})
+	sum, err = pair(ctx, c, say, "demo-pong", "demo-ping", "demo-rtt",
+		[]string{"--mode=echo", "--duration=6s"},
+		[]string{"--mode=ping", "--verify", "--duration=3s"})
 	if err != nil {
 		return err
 	}
@@ -105,80 +134,45 @@ func run(ctx context.Context, s *node.Stack, kubelet string, seconds int, say fu
 	return nil
 }
 
-// pair runs a server pod and a client pod on one link, narrates, waits for both and deletes
-// them; it returns the client's summary.
-func pair(ctx context.Context, s *node.Stack, say func(string, ...any), a, b, link string, aArgs, bArgs []string) (map[string]float64, error) {
-	pods := []string{a, b}
-	args := [][]string{aArgs, bArgs}
-	say("pods %s and %s on memif link %q: each asks for memifnet.io/socket: 1 and memifnet.io/hugepool: 1", a, b, link)
-	for i, n := range pods {
-		if err := s.WritePod(node.PerfPod(n, []string{"east", "west"}[i], link, args[i]...)); err != nil {
-			return nil, err
-		}
-	}
-	sandboxes := make([]string, 2)
-	for i, n := range pods {
-		sb, err := s.WaitSandbox(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		sandboxes[i] = sb
-		slots, err := node.PodSlots(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		say("allocated: kubelet -> memif-deviceplugin Allocate gave %s slot %s (+ a hugepage pool unit)", n, strings.Join(slots, ","))
-		spec, err := memif.ReadPortSpec(filepath.Join(s.StateDir(), "sockets", slots[0], "port.json"))
-		if err != nil {
-			return nil, err
-		}
-		say("attached: memif-cni ADD wired port %s as memif %s, socket %s (container view)", spec.Name, spec.Role, spec.Socket)
-	}
-	var up string
-	err := node.Poll(ctx, 90*time.Second, b+" connected", func() (bool, error) {
-		st, err := s.CRI.ContainerOf(ctx, sandboxes[1], "perf")
-		if err != nil {
-			return false, err
-		}
-		log, _ := node.Log(st)
-		up = grep(log, "link up")
-		return up != "", nil
-	})
-	if err != nil {
+// pair runs a server pod a and a client pod b on link, waits for both, and returns the client's
+// summary.
+func pair(ctx context.Context, c *cluster.Cluster, say func(string, ...any), a, b, link string, aArgs, bArgs []string) (map[string]float64, error) {
+	say("pods %s and %s on memif link %q, each asking for memifnet.io/socket: 1 and memifnet.io/hugepool: 1 (%s: %s; %s: %s)",
+		a, b, link, a, strings.Join(aArgs, " "), b, strings.Join(bArgs, " "))
+	// Most of a core each: both busy-poll, and the node has two.
+	pods := cluster.PerfPod(a, "east", link, "900m", aArgs...) + "---\n" + cluster.PerfPod(b, "west", link, "900m", bArgs...)
+	if _, err := kubectl(ctx, c, say, pods, "apply", "-f", "-"); err != nil {
 		return nil, err
 	}
-	say("connected: %s: %s; memif-perf runs", b, strings.TrimPrefix(up, "memif-perf: "))
 	var sums []map[string]float64
-	for i := len(pods) - 1; i >= 0; i-- { // the client ends first
-		st, log, err := s.WaitExited(ctx, sandboxes[i], "perf", 2*time.Minute)
+	for _, p := range []string{b, a} { // the client ends first
+		if err := c.WaitPodSucceeded(ctx, "default", p, 3*time.Minute); err != nil {
+			log, _ := c.Logs(ctx, "default", p)
+			return nil, fmt.Errorf("%w\n%s", err, log)
+		}
+		log, err := c.Logs(ctx, "default", p)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w\n%s", pods[i], err, log)
+			return nil, err
 		}
 		sum, ok := node.Summary(log)
-		if st.ExitCode != 0 || !ok {
-			return nil, fmt.Errorf("%s: memif-perf exited %d:\n%s", pods[i], st.ExitCode, log)
+		if !ok {
+			return nil, fmt.Errorf("%s: no summary in its log:\n%s", p, log)
+		}
+		if up := grep(log, "link up", false); up != "" && p == b {
+			say("%s: %s", p, strings.TrimPrefix(up, "memif-perf: "))
 		}
 		sums = append(sums, sum)
 	}
-	for _, n := range pods {
-		if err := s.RemovePod(n); err != nil {
-			return nil, err
-		}
-	}
-	err = node.Poll(ctx, 60*time.Second, "CNI DEL of "+a+" and "+b, func() (bool, error) {
-		left, err := s.Leftovers()
-		return err == nil && len(left) == 0, err
-	})
-	if err != nil {
+	if _, err := kubectl(ctx, c, say, "", "delete", "pod", a, b, "--wait=true"); err != nil {
 		return nil, err
 	}
-	say("deleted: memif-cni DEL undid both attachments; the slots go back to the device plugin")
 	return sums[0], nil
 }
 
-func grep(log, s string) string {
+// grep is the first line of log containing s (starting with it, if prefix).
+func grep(log, s string, prefix bool) string {
 	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, s) {
+		if prefix && strings.HasPrefix(l, s) || !prefix && strings.Contains(l, s) {
 			return l
 		}
 	}
