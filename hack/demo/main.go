@@ -41,7 +41,8 @@ func main() {
 		c = cluster.New(repo, *base, in, say)
 		err = run(ctx, c, *seconds, say)
 	}
-	if ctx.Err() != nil {
+	interrupted := ctx.Err() != nil
+	if interrupted {
 		say("interrupted")
 	}
 	stop()
@@ -50,9 +51,13 @@ func main() {
 		if out, derr := c.KubectlCmd(context.Background(), "delete", "-k", "manifests/", "--ignore-not-found", "--wait=true").CombinedOutput(); derr != nil && c.Daemon("kube-apiserver") != nil {
 			say("kubectl delete -k manifests/: %v: %s", derr, out)
 		}
-		if terr := c.Down(); terr != nil {
-			err = errors.Join(err, terr)
+		terr := c.Down()
+		if interrupted && terr == nil {
+			// The run's error is only the cancellation.
+			say("interrupted: everything was torn down")
+			os.Exit(130)
 		}
+		err = errors.Join(err, terr)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n(rerun with the same command; it cleans up first)\n", err)
