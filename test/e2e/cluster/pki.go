@@ -129,7 +129,7 @@ type PKI struct {
 	Dir string
 }
 
-// File names under PKI.Dir.
+// Path is the file name under the PKI directory.
 func (p PKI) Path(name string) string { return filepath.Join(p.Dir, name) }
 
 // A client of the API server: a name for its files and kubeconfig, and its identity.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -75,12 +76,19 @@ func (s *Stack) Leftovers() ([]string, error) { return LeftoversIn(s.StateDir(),
 // /var/lib/memifnet and /var/run/k8s.cni.cncf.io/devinfo).
 func LeftoversIn(stateDir, devInfoDir string) ([]string, error) {
 	var out []string
-	for _, d := range []string{filepath.Join(stateDir, "sockets"), filepath.Join(stateDir, "links")} {
+	sockets := filepath.Join(stateDir, names.SocketsSubdir)
+	for _, d := range []string{sockets, filepath.Join(stateDir, names.LinksSubdir)} {
 		mps, err := Mounts(d)
 		if err != nil {
 			return nil, err
 		}
 		for _, mp := range mps {
+			// Each slot is a tmpfs of the device plugin's own (sockets/<slot>); what a pod's
+			// attachment mounts lies below it (the link) or under links/.
+			if rel, err := filepath.Rel(sockets, mp); err == nil && !strings.HasPrefix(rel, "..") &&
+				(rel == "." || !strings.Contains(rel, "/")) {
+				continue
+			}
 			out = append(out, "mount "+mp)
 		}
 	}
