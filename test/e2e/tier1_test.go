@@ -14,6 +14,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/memifnet/memifnet/internal/kubeletfake"
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/pkg/memif"
 	"github.com/memifnet/memifnet/test/e2e/node"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -33,13 +34,23 @@ func TestTier1ContainerdCNI(t *testing.T) {
 	kubeletDir := s.Path("kubelet")
 	pr := kubeletfake.New()
 	pr.ServePodResources(t, kubeletDir)
+	// The slots as the device plugin leaves clean ones: each its own small tmpfs, mode 0777
+	// (memif-cni refuses a slot that is not a mount point). The stack's teardown unmounts them.
 	slots := []string{"slot-000", "slot-001"}
+	socketsDir := filepath.Join(s.StateDir(), names.SocketsSubdir)
+	if err := os.MkdirAll(socketsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sockets, err := safefs.Open(socketsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sockets.Close()
 	for _, slot := range slots {
-		d := filepath.Join(s.StateDir(), "sockets", slot)
-		if err := os.MkdirAll(d, 0o777); err != nil {
+		if _, err := sockets.Mkdir(slot, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Chmod(d, 0o777); err != nil { // as the device plugin leaves a clean slot
+		if _, err := sockets.MountTmpfs(slot, safefs.TmpfsOptions{Source: "memifnet-slot", Size: 1 << 20, Inodes: 64, Mode: 0o777}); err != nil {
 			t.Fatal(err)
 		}
 	}
