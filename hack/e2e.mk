@@ -2,7 +2,8 @@
 # Included from the Makefile (`include hack/e2e.mk`); uses its GO variable. All of these except
 # `image` and the builds need root. See docs/e2e.md.
 #
-#   make image        build the image tarball $(E2E_OUT)/memifnet-image.tar (no container engine)
+#   make image        build the image tarball $(E2E_OUT)/memifnet-image.tar (no container engine),
+#                     and the cluster's pause image $(E2E_OUT)/pause-image.tar
 #   make kube         build (or reuse) the Kubernetes multi-call binary (kubelet, kube-apiserver,
 #                     kube-controller-manager, kube-scheduler, kubectl, etcd) outside the repo
 #   make kubelet      the same; prints the kubelet's path
@@ -14,17 +15,20 @@
 GO              ?= go
 E2E_OUT         ?= hack/_out
 IMAGE           ?= localhost/memifnet/memifnet:dev
+PAUSE_IMAGE     ?= localhost/memifnet/pause:dev
 KUBELET_VERSION ?= v1.34.4
 E2E_BINS        := memif-cni memif-cni-podinfo memif-deviceplugin memif-perf memif-cni-install
 
 .PHONY: image kube kubelet cluster-up cluster-down e2e e2e-tier1 e2e-tier2 e2e-tier3 demo
 
 image:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(E2E_OUT)/bin/ $(addprefix ./cmd/,$(E2E_BINS))
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(E2E_OUT)/bin/ $(addprefix ./cmd/,$(E2E_BINS)) ./hack/pause
 	$(GO) run ./hack/image -o $(E2E_OUT)/memifnet-image.tar -t $(IMAGE) \
 		-entrypoint /usr/local/bin/memif-deviceplugin \
 		$(foreach b,$(E2E_BINS),$(E2E_OUT)/bin/$(b)=/usr/local/bin/$(b))
+	$(GO) run ./hack/image -o $(E2E_OUT)/pause-image.tar -t $(PAUSE_IMAGE) -entrypoint /pause $(E2E_OUT)/bin/pause=/pause
 	@echo "$(E2E_OUT)/memifnet-image.tar: $(IMAGE); load it with: ctr -n k8s.io images import $(E2E_OUT)/memifnet-image.tar"
+	@echo "$(E2E_OUT)/pause-image.tar: $(PAUSE_IMAGE) (the cluster tier's sandbox image)"
 
 kube:
 	@KUBE_VERSION=$(KUBELET_VERSION) hack/build-kube.sh

@@ -13,8 +13,11 @@ import (
 	"sync"
 )
 
-// ImageTarball is where `make image` writes the memifnet image (hack/e2e.mk's E2E_OUT).
-const ImageTarball = "hack/_out/memifnet-image.tar"
+// Where `make image` writes the memifnet image and the pause image (hack/e2e.mk's E2E_OUT).
+const (
+	ImageTarball = "hack/_out/memifnet-image.tar"
+	PauseTarball = "hack/_out/pause-image.tar"
+)
 
 // Build builds what a cluster runs, or reuses what is built: the Kubernetes multi-call binary
 // (hack/build-kube.sh), containerd v2 and the Multus thin plugin (hack/build-tools.sh), and the
@@ -55,6 +58,7 @@ func Build(ctx context.Context, repo string, progress io.Writer) (Inputs, error)
 		return in, fmt.Errorf("make image: %w", err)
 	}
 	in.Image = filepath.Join(repo, ImageTarball)
+	in.PauseImage = filepath.Join(repo, PauseTarball)
 	return in, nil
 }
 

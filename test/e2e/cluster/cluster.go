@@ -41,7 +41,6 @@ const (
 	PodSubnet     = "10.244.88.0/24"
 	Bridge        = "memifcl0"
 	APIServerPort = 6443
-	PauseImage    = "localhost/memifnet/pause:cluster"
 	KubeletDir    = "/var/lib/kubelet"
 	CNIConfDir    = "/etc/cni/net.d"
 	CNIBinDir     = "/opt/cni/bin"
@@ -66,6 +65,7 @@ type Inputs struct {
 	ContainerdDir string `json:"containerdDir"` // hack/build-tools.sh containerd
 	MultusDir     string `json:"multusDir"`     // hack/build-tools.sh multus
 	Image         string `json:"image"`         // `make image` tarball
+	PauseImage    string `json:"pauseImage"`    // `make image`'s pause image tarball: the sandbox image
 }
 
 // State is <base>/state.json.
@@ -238,7 +238,7 @@ func preflight(in Inputs) error {
 	for _, f := range []string{
 		filepath.Join(in.KubeDir, "kubelet"), filepath.Join(in.KubeDir, "etcd"),
 		filepath.Join(in.ContainerdDir, "containerd"), filepath.Join(in.ContainerdDir, "containerd-shim-runc-v2"),
-		in.Image,
+		in.Image, in.PauseImage,
 	} {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("missing input: %w", err)

@@ -226,8 +226,8 @@ func (c *Cluster) startScheduler(ctx context.Context) error {
 // containerdConfig is containerd v2's configuration (version 4): every path under Base (sockets,
 // shim sockets, runc's state, network namespaces), no imported host configuration, CRI with runc
 // (cgroupfs: this host has cgroup v1 and no systemd), the CDI spec dirs, the pause image built
-// here as the sandbox image, and the node's CNI directories.
-func (c *Cluster) containerdConfig() string {
+// (`make image`) as the sandbox image, and the node's CNI directories.
+func (c *Cluster) containerdConfig(pauseImage string) string {
 	return fmt.Sprintf(`version = 4
 root = %[1]q
 state = %[2]q
@@ -282,14 +282,18 @@ imports = []
   stream_server_port = '0'
 `, c.Path("containerd", "root"), c.Path("containerd", "state"), c.ContainerdSock(), c.ContainerdSock()+".ttrpc",
 		c.Path("containerd", "s"), c.Path("containerd", "opt"), c.Path("containerd", "runc"),
-		CNIBinDir, CNIConfDir, PauseImage)
+		CNIBinDir, CNIConfDir, pauseImage)
 }
 
 func (c *Cluster) startContainerd(ctx context.Context) error {
 	if err := os.MkdirAll(c.Path("containerd"), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(c.Path("containerd", "config.toml"), []byte(c.containerdConfig()), 0o644); err != nil {
+	pause, err := tarballTag(c.In.PauseImage)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.Path("containerd", "config.toml"), []byte(c.containerdConfig(pause)), 0o644); err != nil {
 		return err
 	}
 	// containerd finds its shim on PATH: ours (v2) before any other (Debian's 1.6).

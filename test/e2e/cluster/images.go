@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -14,16 +13,10 @@ import (
 // ManifestDirs are the kustomizations whose images the cluster must hold.
 var ManifestDirs = []string{"manifests", "manifests/overlays/multus", "manifests/examples"}
 
-// importImages imports the pause image (built here) and the `make image` tarball into
+// importImages imports the pause image and the memifnet image (`make image`) into
 // containerd's k8s.io namespace, and tags the latter with every image name the manifests carry
 // after kustomize (ghcr.io/memifnet/memifnet:v0.1.0), so pods start from it with no registry.
 func (c *Cluster) importImages(ctx context.Context) error {
-	pause := c.Path("images", "pause.tar")
-	if _, err := os.Stat(pause); err != nil {
-		if err := c.buildPause(ctx, pause); err != nil {
-			return fmt.Errorf("pause image: %w", err)
-		}
-	}
 	names, err := c.manifestImages(ctx)
 	if err != nil {
 		return err
@@ -31,7 +24,11 @@ func (c *Cluster) importImages(ctx context.Context) error {
 	if len(names) == 0 {
 		return fmt.Errorf("no image names in %v after kustomize", ManifestDirs)
 	}
-	if err := c.ctr(ctx, "images", "import", pause); err != nil {
+	pause, err := tarballTag(c.In.PauseImage)
+	if err != nil {
+		return err
+	}
+	if err := c.ctr(ctx, "images", "import", c.In.PauseImage); err != nil {
 		return err
 	}
 	src, err := tarballTag(c.In.Image)
@@ -49,7 +46,7 @@ func (c *Cluster) importImages(ctx context.Context) error {
 			return err
 		}
 	}
-	c.Logf("images: %s (pause), %s from %s as %s", PauseImage, src, c.In.Image, strings.Join(names, ", "))
+	c.Logf("images: %s (pause), %s from %s as %s", pause, src, c.In.Image, strings.Join(names, ", "))
 	return nil
 }
 
@@ -58,25 +55,6 @@ func (c *Cluster) ctr(ctx context.Context, args ...string) error {
 	out, err := exec.CommandContext(ctx, filepath.Join(c.In.ContainerdDir, "ctr"), all...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("ctr %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-	return nil
-}
-
-// buildPause builds hack/pause and packs it as PauseImage with hack/image.
-func (c *Cluster) buildPause(ctx context.Context, out string) error {
-	bin := c.Path("images", "pause")
-	tool := c.Path("images", "image")
-	for _, b := range [][2]string{{bin, "./hack/pause"}, {tool, "./hack/image"}} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", b[0], b[1])
-		cmd.Dir = c.Repo
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if o, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %v: %s", b[1], err, o)
-		}
-	}
-	o, err := exec.CommandContext(ctx, tool, "-o", out, "-t", PauseImage, "-entrypoint", "/pause", bin+"=/pause").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("hack/image: %v: %s", err, o)
 	}
 	return nil
 }
