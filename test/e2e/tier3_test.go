@@ -89,6 +89,15 @@ func TestTier3Cluster(t *testing.T) {
 	if err := c.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Up is idempotent: on a healthy cluster it starts nothing (it imports the image again).
+	pids := daemonPIDs(c)
+	c2 := cluster.New(repo, base, in, logf)
+	if err := c2.Up(ctx); err != nil {
+		t.Fatalf("second Up: %v", err)
+	}
+	if again := daemonPIDs(c2); len(pids) != 6 || !slices.Equal(again, pids) {
+		t.Fatalf("second Up changed the cluster's processes: %v, before %v", again, pids)
+	}
 	cs, err := c.Clientset()
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +119,17 @@ func TestTier3Cluster(t *testing.T) {
 			t.FailNow() // each step builds on the one before
 		}
 	}
+}
+
+// daemonPIDs lists the cluster's processes as "name pid", as its state file has them.
+func daemonPIDs(c *cluster.Cluster) []string {
+	var out []string
+	for _, n := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet"} {
+		if d := c.Daemon(n); d != nil && d.Alive() {
+			out = append(out, fmt.Sprintf("%s %d", n, d.PID))
+		}
+	}
+	return out
 }
 
 func dumpClusterLogs(t *testing.T, c *cluster.Cluster) {
