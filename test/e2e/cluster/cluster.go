@@ -76,6 +76,10 @@ type State struct {
 	// Chains are the iptables chains (table/chain, IPv4 and IPv6) present before the cluster
 	// came up: the kubelet adds canary chains that Down removes.
 	Chains []string `json:"chains"`
+	// CNIEntries are the entries of the node's CNI directories (bin and conf) before the
+	// cluster came up, when those directories existed: what workloads install there while it
+	// runs (memif-cni, which `kubectl delete` leaves by design) goes with the cluster.
+	CNIEntries []string `json:"cniEntries"`
 }
 
 // Cluster is one cluster rooted at Base.
@@ -201,6 +205,10 @@ func (c *Cluster) Up(ctx context.Context) error {
 	c.state = State{Inputs: c.In}
 	if c.state.Chains, err = iptablesChains(); err != nil {
 		return err
+	}
+	for _, d := range []string{CNIBinDir, CNIConfDir} {
+		ents, _ := filepath.Glob(filepath.Join(d, "*"))
+		c.state.CNIEntries = append(c.state.CNIEntries, ents...)
 	}
 	if err := c.save(); err != nil {
 		return err
@@ -339,6 +347,9 @@ func (c *Cluster) Down() error {
 	if err := removeNewChains(c.state.Chains); err != nil {
 		errs = append(errs, err)
 	}
+	if err := removeNewEntries(c.state.CNIEntries, CNIBinDir, CNIConfDir); err != nil {
+		errs = append(errs, err)
+	}
 	removeKubeCgroups()
 	for i := len(c.state.Changes) - 1; i >= 0; i-- {
 		ch := c.state.Changes[i]
@@ -358,4 +369,28 @@ func (c *Cluster) Down() error {
 	}
 	c.Logf("cluster down in %.1fs: processes stopped, host changes undone, %s removed", time.Since(start).Seconds(), c.Base)
 	return nil
+}
+
+// removeNewEntries removes the entries of dirs that are not in before.
+func removeNewEntries(before []string, dirs ...string) error {
+	had := map[string]bool{}
+	for _, e := range before {
+		had[e] = true
+	}
+	var errs []error
+	for _, d := range dirs {
+		ents, _ := filepath.Glob(filepath.Join(d, "*"))
+		for _, e := range ents {
+			if had[e] {
+				continue
+			}
+			if err := node.UnmountBelow(e); err != nil {
+				errs = append(errs, err)
+			}
+			if err := os.RemoveAll(e); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

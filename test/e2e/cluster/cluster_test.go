@@ -161,3 +161,23 @@ func TestStateAndForeignBase(t *testing.T) {
 		t.Errorf("Down removed a foreign directory: %v", err)
 	}
 }
+
+// What appeared in the node's CNI directories while the cluster ran goes; what was there stays.
+func TestRemoveNewEntries(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"bridge", "memif-cni"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "memifnet.d"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeNewEntries([]string{filepath.Join(dir, "bridge")}, dir); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if want := []string{filepath.Join(dir, "bridge")}; !slices.Equal(left, want) {
+		t.Errorf("left %q, want %q", left, want)
+	}
+}
