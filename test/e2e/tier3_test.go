@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -112,6 +113,7 @@ func TestTier3Cluster(t *testing.T) {
 		{"Examples", x.examples},
 		{"Unschedulable", x.unschedulable},
 		{"Day2", x.day2},
+		{"CDI", x.cdi},
 		{"Uninstall", x.uninstall},
 		{"Multus", x.multus},
 	} {
@@ -392,25 +394,12 @@ func (x *tier3) unschedulable(ctx context.Context, t *testing.T) {
 // containerPID is the host PID of a pod's first container (from the runtime, through CRI).
 func (x *tier3) containerPID(ctx context.Context, t *testing.T, ns, name string) int {
 	t.Helper()
-	p, err := x.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil || len(p.Status.ContainerStatuses) == 0 {
-		t.Fatalf("pod %s/%s: %v (no container status)", ns, name, err)
-	}
-	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
-	cr, err := node.DialCRI(ctx, x.c.ContainerdSock())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cr.Close()
-	st, err := cr.Runtime.ContainerStatus(ctx, &cri.ContainerStatusRequest{ContainerId: id, Verbose: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var info struct {
 		PID int `json:"pid"`
 	}
-	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil || info.PID == 0 {
-		t.Fatalf("container %s of %s: no pid in %q: %v", id, name, st.Info["info"], err)
+	raw := x.containerInfo(ctx, t, ns, name)
+	if err := json.Unmarshal([]byte(raw), &info); err != nil || info.PID == 0 {
+		t.Fatalf("container of %s/%s: no pid in %q: %v", ns, name, raw, err)
 	}
 	return info.PID
 }
@@ -551,6 +540,84 @@ func (x *tier3) day2(ctx context.Context, t *testing.T) {
 	x.logf("day2: the pair passed %.0f verified packets across a rollout restart and a SIGKILL", sum["rx_pkts"])
 	x.kubectl(ctx, t, "delete", "pod", "day2-rx", "day2-tx", "--wait=true")
 	x.noLeftovers(ctx, t, "after the day-2 pods")
+}
+
+// cdi: the node agent switched to CDI (--cdi-dir=/var/run/cdi, as an operator would patch it in):
+// containerd v2 injects the slots from the CDI spec the agent writes (recursive binds, so the
+// link memif-cni mounts in the slot comes along), and a link pair passes verified traffic.
+func (x *tier3) cdi(ctx context.Context, t *testing.T) {
+	ds, err := x.cs.AppsV1().DaemonSets(t3Namespace).Get(ctx, "memifnet-node", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == "deviceplugin" {
+			args = append(c.Args, "--cdi-dir=/var/run/cdi")
+		}
+	}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+		"containers": []any{map[string]any{"name": "deviceplugin", "args": args,
+			"volumeMounts": []any{map[string]any{"name": "cdi", "mountPath": "/var/run/cdi"}}}},
+		"volumes": []any{map[string]any{"name": "cdi", "hostPath": map[string]any{"path": "/var/run/cdi", "type": "DirectoryOrCreate"}}},
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.cs.AppsV1().DaemonSets(t3Namespace).Patch(ctx, "memifnet-node", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
+	x.logf("cdi: node agent rolled out with --cdi-dir=/var/run/cdi")
+	x.kubectlIn(ctx, t, perfPod("cdi-rx", "east", "cdi-link", "--mode=rx", "--verify", "--size=1500", "--duration=8s", "--connect-timeout=2m")+
+		"---\n"+perfPod("cdi-tx", "west", "cdi-link", "--mode=tx", "--verify", "--size=1500", "--duration=5s", "--connect-timeout=2m"),
+		"apply", "-f", "-")
+	slots := x.slotsOf(ctx, t, "cdi-rx", "cdi-tx")
+	for i, p := range []string{"cdi-rx", "cdi-tx"} {
+		// The kubelet passed the slot to containerd as a CDI device, and containerd ran the
+		// container with it.
+		info := x.containerInfo(ctx, t, "default", p)
+		if dev := "memifnet.io/socket=" + slots[i]; !strings.Contains(info, dev) {
+			t.Errorf("%s: the container was not created with CDI device %s", p, dev)
+		}
+	}
+	spec, err := os.ReadFile("/var/run/cdi/memifnet.io-socket.json")
+	if err != nil || !strings.Contains(string(spec), slots[0]) || !strings.Contains(string(spec), "rbind") {
+		t.Errorf("CDI spec /var/run/cdi/memifnet.io-socket.json: %v\n%s", err, spec)
+	}
+	x.podSucceeded(ctx, t, "default", "cdi-tx", 3*time.Minute)
+	x.podSucceeded(ctx, t, "default", "cdi-rx", 3*time.Minute)
+	x.verified(ctx, t, "default", "cdi-rx")
+	x.logf("cdi: slots %q reached the pods as CDI devices; the link pair passed verified traffic", slots)
+	x.kubectl(ctx, t, "delete", "pod", "cdi-rx", "cdi-tx", "--wait=true")
+	x.noLeftovers(ctx, t, "after the CDI pods")
+}
+
+// containerInfo is the runtime's verbose status of a pod's first container (CRI "info": its
+// config and OCI spec, as JSON).
+func (x *tier3) containerInfo(ctx context.Context, t *testing.T, ns, name string) string {
+	t.Helper()
+	var id string
+	if err := node.Poll(ctx, time.Minute, name+" container created", func() (bool, error) {
+		p, err := x.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, err
+		}
+		id = strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+		return id != "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cr, err := node.DialCRI(ctx, x.c.ContainerdSock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cr.Close()
+	st, err := cr.Runtime.ContainerStatus(ctx, &cri.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Info["info"]
 }
 
 // agentPIDs finds the node agent's memif-deviceplugin process on the host.
