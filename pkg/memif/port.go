@@ -59,10 +59,6 @@ func PortConfig(s portspec.PortSpec) (Config, error) {
 	return cfg, nil
 }
 
-// ReadPortSpec is portspec.Read, kept for the end-to-end tests and the demo under hack/ until
-// they move to test/e2e (issue 12); new code calls portspec.Read.
-func ReadPortSpec(file string) (portspec.PortSpec, error) { return portspec.Read(file) }
-
 // parseMode converts a mode name of port.json to a Mode.
 func parseMode(s string) (Mode, error) {
 	switch s {

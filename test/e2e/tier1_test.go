@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/memifnet/memifnet/internal/kubeletfake"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
-	"github.com/memifnet/memifnet/pkg/memif"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
 	"github.com/memifnet/memifnet/test/e2e/node"
-	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Tier 1: memif-cni-install chains memif-cni (with the pod-annotations capability) after bridge
@@ -110,7 +111,7 @@ func TestTier1ContainerdCNI(t *testing.T) {
 
 		// What ADD did, seen from the host: port.json in the slot with the right role, and the
 		// link directory bind-mounted on the slot's link/.
-		spec, err := memif.ReadPortSpec(filepath.Join(s.StateDir(), "sockets", p.slot, "port.json"))
+		spec, err := portspec.Read(filepath.Join(s.StateDir(), "sockets", p.slot, "port.json"))
 		if err != nil {
 			t.Fatalf("after ADD of %s: %v", p.name, err)
 		}

@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,10 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memifnet/memifnet/pkg/memif"
-	"github.com/memifnet/memifnet/test/e2e/node"
 	corev1 "k8s.io/api/core/v1"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
+	"github.com/memifnet/memifnet/test/e2e/node"
 )
 
 // Two slots and two pool units: the second pair of pods must reuse the first pair's slots.
@@ -128,7 +131,7 @@ func TestTier2Kubelet(t *testing.T) {
 	}
 	s.Logf("allocated: t2-east holds %s, t2-west holds %s (PodResources)", slots["east"], slots["west"])
 	for port, slot := range slots {
-		spec, err := memif.ReadPortSpec(filepath.Join(s.StateDir(), "sockets", slot, "port.json"))
+		spec, err := portspec.Read(filepath.Join(s.StateDir(), "sockets", slot, "port.json"))
 		if err != nil || spec.Name != port || spec.Link != "t2-link" {
 			t.Fatalf("port.json in %s: %+v, %v", slot, spec, err)
 		}
@@ -234,7 +237,7 @@ func TestTier2Kubelet(t *testing.T) {
 		if !slices.Equal(entries, []string{"link", "port.json"}) {
 			t.Errorf("%s's slot %s holds %q, want only link and port.json", n, slot, entries)
 		}
-		spec, err := memif.ReadPortSpec(filepath.Join(s.StateDir(), "sockets", slot, "port.json"))
+		spec, err := portspec.Read(filepath.Join(s.StateDir(), "sockets", slot, "port.json"))
 		if err != nil || spec.Link != "t2-link-b" {
 			t.Errorf("%s's slot %s: port.json %+v, %v; want the new link", n, slot, spec, err)
 		}
@@ -246,4 +249,73 @@ func TestTier2Kubelet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+
+	hostilePodRecreatesItsSandbox(ctx, t, s)
+}
+
+// hostilePodRecreatesItsSandbox is attack 1 of docs/security.md on the real kubelet: a pod plants
+// symlinks to a host file where memif-cni writes port.json, and a dangling one, then ends its
+// own pause process (it shares its process namespace); the kubelet re-creates the sandbox (a new
+// ADD, no new Allocate). The host file must be untouched, nothing created where the dangling
+// link points, and the pod's port.json a real file again.
+func hostilePodRecreatesItsSandbox(ctx context.Context, t *testing.T, s *node.Stack) {
+	victim, dangling := s.Path("host", "shadow"), s.Path("host", "created-by-pod")
+	secret := []byte("host secret\n")
+	if err := os.MkdirAll(filepath.Dir(victim), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(victim, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	slot := "/run/memifnet/{slot}/"
+	script := strings.Join([]string{
+		"unless " + slot + "planted", // after the sandbox is re-created the container starts again
+		"symlink " + victim + " " + slot + "port.json.tmp",
+		"remove " + slot + "port.json",
+		"symlink " + victim + " " + slot + "port.json",
+		"symlink " + dangling + " " + slot + "memif.sock.tmp",
+		"write " + slot + "planted done",
+		"kill 1 TERM", // the shared-namespace pause process: the sandbox goes
+	}, "; ")
+	if err := s.WritePod(node.HostilePod("t2-mallory", script)); err != nil {
+		t.Fatal(err)
+	}
+	first := sandboxOf(ctx, t, s, "t2-mallory")
+	var second string
+	if err := node.Poll(ctx, 90*time.Second, "t2-mallory's sandbox re-created", func() (bool, error) {
+		sbs, err := s.CRI.Sandboxes(ctx, "t2-mallory-"+node.NodeName)
+		for _, sb := range sbs {
+			if sb.Id != first && sb.State == cri.PodSandboxState_SANDBOX_READY {
+				second = sb.Id
+				return true, nil
+			}
+		}
+		return false, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(ctx, t, s, "t2-mallory")
+	s.Logf("t2-mallory planted its symlinks and ended its pause process: sandbox %.12s re-created as %.12s", first, second)
+	slotID := podSlot(ctx, t, "t2-mallory")
+	if b, err := os.ReadFile(victim); err != nil || !bytes.Equal(b, secret) {
+		t.Fatalf("the host file the pod pointed at changed: %q %v", b, err)
+	}
+	if fi, err := os.Stat(victim); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the host file's mode changed: %v %v", fi, err)
+	}
+	if _, err := os.Lstat(dangling); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a dangling symlink made memif-cni create %s: %v", dangling, err)
+	}
+	portFile := filepath.Join(s.StateDir(), "sockets", slotID, "port.json")
+	if fi, err := os.Lstat(portFile); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("port.json after the re-created sandbox's ADD: %v %v", fi, err)
+	}
+	if spec, err := portspec.Read(portFile); err != nil || spec.Name != "west" || spec.Peer != "host" {
+		t.Fatalf("port.json: %+v %v", spec, err)
+	}
+	s.Logf("the re-created sandbox's ADD replaced the planted symlinks; the host file is untouched")
+	if err := s.RemovePod("t2-mallory"); err != nil {
+		t.Fatal(err)
+	}
+	// What the pod planted in its own slot stays there until the slot's next scrub.
 }

@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/test/e2e/node"
 )
 
@@ -126,11 +127,7 @@ func (c *Cluster) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := c.statePath() + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, c.statePath())
+	return safefs.WriteFile(c.statePath(), b, 0o600, safefs.WriteOptions{Durable: true})
 }
 
 func (c *Cluster) load() (bool, error) {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 // hugepagesNeeded is what the node agent's default pools take (4 x 64Mi of 2Mi pages) plus room.
@@ -221,11 +223,7 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return safefs.WriteFile(path, b, 0o644, safefs.WriteOptions{})
 }
 
 func lookPath(name string) (string, error) { return exec.LookPath(name) }

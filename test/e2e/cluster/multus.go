@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 // MultusConf is the Multus thin plugin's configuration: the first file of the CNI config dir, so
@@ -47,10 +49,7 @@ func (c *Cluster) InstallMultus(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(bin+".tmp", b, 0o755); err != nil {
-		return err
-	}
-	if err := os.Rename(bin+".tmp", bin); err != nil {
+	if err := safefs.WriteFile(bin, b, 0o755, safefs.WriteOptions{}); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(multusKubeconfigDir, 0o700); err != nil {

@@ -18,6 +18,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 // The kubelet's paths are fixed: the device plugin API hard-codes /var/lib/kubelet.
@@ -175,11 +177,8 @@ func (s *Stack) WritePod(p *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(s.Path("kubelet"), p.Name+".yaml.tmp") // outside the watched dir
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(s.StaticPodDir(), p.Name+".yaml"))
+	// The temp file's name starts with a dot: the kubelet's static pod source skips hidden files.
+	return safefs.WriteFile(filepath.Join(s.StaticPodDir(), p.Name+".yaml"), b, 0o644, safefs.WriteOptions{})
 }
 
 // RemovePod removes a static pod manifest.

@@ -82,3 +82,28 @@ func PodSlots(ctx context.Context, name string) ([]string, error) {
 	}
 	return ids, err
 }
+
+// HostilePod is a static pod that attacks its own slot with podsim's script: root in its
+// container with the runtime's default capabilities (no CAP_SYS_ADMIN), its process namespace
+// shared with the pause process so that it can end its own sandbox, restarted by the kubelet
+// when it dies. It holds one slot for a host port.
+func HostilePod(name, script string) *corev1.Pod {
+	no, yes, root := false, true, int64(0)
+	lim := corev1.ResourceList{SocketResource: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("32Mi")}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
+			Annotations: map[string]string{"memifnet.io/ports": `[{"name":"west","peer":"host"}]`}},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyAlways,
+			ShareProcessNamespace:        &yes,
+			AutomountServiceAccountToken: &no,
+			SecurityContext: &corev1.PodSecurityContext{RunAsUser: &root,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name: "mallory", Image: Image, ImagePullPolicy: corev1.PullNever,
+				Command:   []string{"/usr/local/bin/podsim", "-script", script},
+				Resources: corev1.ResourceRequirements{Limits: lim},
+			}},
+		},
+	}
+}

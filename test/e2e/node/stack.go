@@ -120,6 +120,7 @@ func (s *Stack) Build(ctx context.Context) error {
 		"memif-cni-install":  "./cmd/memif-cni-install",
 		"memif-perf":         "./cmd/memif-perf",
 		"pause":              "./hack/pause",
+		"podsim":             "./test/hostile/podsim",
 		"image":              "./hack/image",
 	}
 	names := make([]string, 0, len(bins))
@@ -138,7 +139,9 @@ func (s *Stack) Build(ctx context.Context) error {
 		s.Bin("memif-cni")+"=/usr/local/bin/memif-cni",
 		s.Bin("memif-cni-podinfo")+"=/usr/local/bin/memif-cni-podinfo",
 		s.Bin("memif-deviceplugin")+"=/usr/local/bin/memif-deviceplugin",
-		s.Bin("memif-cni-install")+"=/usr/local/bin/memif-cni-install"); err != nil {
+		s.Bin("memif-cni-install")+"=/usr/local/bin/memif-cni-install",
+		// The hostile-pod simulator (test/hostile/podsim): in this test image only, never in make image's.
+		s.Bin("podsim")+"=/usr/local/bin/podsim"); err != nil {
 		return err
 	}
 	if err := s.run(ctx, s.Repo, nil, s.Bin("image"), "-o", s.Path("images", "pause.tar"), "-t", PauseImage,

@@ -20,7 +20,14 @@
 //	fill PATH              write zeros until the file system refuses; BYTES and the error
 //	fillinodes DIR         create files until the file system refuses; COUNT and the error
 //	listen SOCK | sendfd NAME SOCK | recvfd NAME     pass fds over a unix socket
+//	kill PID SIGNAL            signal a process (kill 1 TERM ends a shared-namespace pause)
 //	close NAME | exit
+//
+// In a pod of a real cluster there is nobody to send commands: "podsim -script 'CMD; CMD; ...'"
+// runs the commands one after the other, printing each result, and then blocks. In a script,
+// {slot} stands for the pod's first socket slot ($MEMIFNET_SOCKETS), and "unless PATH" skips the
+// rest of the script when PATH exists (a marker a script leaves to run once per pod, though its
+// container restarts).
 package main
 
 import (
@@ -28,6 +35,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 
@@ -41,6 +49,14 @@ type pod struct {
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "-script" {
+		runScript(os.Args[2])
+		// A pod's process lives on until the kubelet stops it.
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, unix.SIGTERM, unix.SIGINT)
+		<-stop
+		return
+	}
 	// -container UID: the suite's script pivoted into the pod's root; finish the job.
 	if len(os.Args) == 3 && os.Args[1] == "-container" {
 		uid, _ := strconv.Atoi(os.Args[2])
@@ -73,6 +89,31 @@ func main() {
 	}
 }
 
+// runScript runs the commands of a script, printing "cmd: ok result" or "cmd: err error" for each.
+func runScript(script string) {
+	slot, _, _ := strings.Cut(os.Getenv("MEMIFNET_SOCKETS"), ",")
+	p := &pod{fds: map[string]int{}, maps: map[string][]byte{}, lis: -1}
+	for _, line := range strings.Split(script, ";") {
+		f := strings.Fields(strings.ReplaceAll(line, "{slot}", slot))
+		if len(f) == 0 {
+			continue
+		}
+		if f[0] == "unless" && len(f) == 2 {
+			if _, err := os.Lstat(f[1]); err == nil {
+				fmt.Printf("%s exists: done before\n", f[1])
+				return
+			}
+			continue
+		}
+		res, err := p.do(f[0], f[1:])
+		if err != nil {
+			fmt.Printf("%s: err %v\n", strings.Join(f, " "), err)
+		} else {
+			fmt.Printf("%s: ok %s\n", strings.Join(f, " "), res)
+		}
+	}
+}
+
 func text(s string) string {
 	t, err := url.PathUnescape(s)
 	if err != nil {
@@ -98,7 +139,7 @@ func (p *pod) do(cmd string, a []string) (string, error) {
 	need := map[string]int{"symlink": 2, "write": 2, "read": 1, "mkdir": 1, "rmdir": 1, "remove": 1, "open": 3,
 		"readat": 2, "writeat": 3, "symlinkat": 3, "mkdirat": 2, "unlinkat": 2, "ftruncate": 2, "fchmod": 2,
 		"fchown": 3, "flock": 1, "mmap": 2, "mapread": 3, "mapwrite": 3, "mapsum": 1, "fill": 1, "fillinodes": 1,
-		"listen": 1, "sendfd": 2, "recvfd": 1, "close": 1}
+		"listen": 1, "sendfd": 2, "recvfd": 1, "close": 1, "kill": 2}
 	n, ok := need[cmd]
 	if !ok {
 		return "", fmt.Errorf("unknown command %q", cmd)
@@ -128,6 +169,12 @@ func (p *pod) do(cmd string, a []string) (string, error) {
 		}
 		p.fds[a[0]] = fd
 		return "", nil
+	case "kill":
+		sig := map[string]unix.Signal{"TERM": unix.SIGTERM, "INT": unix.SIGINT, "KILL": unix.SIGKILL}[a[1]]
+		if sig == 0 {
+			return "", fmt.Errorf("unknown signal %q", a[1])
+		}
+		return "", unix.Kill(int(num(a[0])), sig)
 	case "close":
 		fd, err := p.fd(a[0])
 		if err != nil {
