@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/test/e2e/cluster"
 	"github.com/memifnet/memifnet/test/e2e/node"
 )
@@ -48,8 +49,11 @@ type tier3 struct {
 // scheduler's view of the resources, day-2 restarts and the Multus overlay with its API-server
 // lookup. See docs/e2e.md.
 func TestTier3Cluster(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("the cluster tier needs root (mounts, network namespaces, cgroups, iptables)")
+	testutil.RequireRoot(t, "the cluster tier (mounts, network namespaces, cgroups, iptables)")
+	for _, tool := range []string{"runc", "iptables", "ip", "/usr/lib/cni/bridge"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testutil.SkipOrFail(t, "%s missing (apt-get install runc iptables iproute2 containernetworking-plugins): %v", tool, err)
+		}
 	}
 	start := time.Now()
 	logf := func(format string, a ...any) {
