@@ -18,6 +18,8 @@ const (
 	DefaultPool = "hugepool"
 	// PortsAnnotation is the pod annotation that asks for memif ports.
 	PortsAnnotation = "memifnet.io/ports"
+	// DRADriver is the Dynamic Resource Allocation driver name (DeviceClasses select on it).
+	DRADriver = "memifnet.io"
 )
 
 // The node's state directory and its layout.
@@ -32,6 +34,11 @@ const (
 	StoreSubdir = "state"
 	// PoolsSubdir holds each pool's hugetlbfs mount: <state>/pools/<pool>/<unit>.
 	PoolsSubdir = "pools"
+	// DRASubdir holds the DRA driver's checkpoint and link directories: <state>/dra/.
+	DRASubdir = "dra"
+	// DRASlotPrefix names the DRA driver's slots, <state>/sockets/dra-slot-NNN, apart from the
+	// device plugin's slot-NNN.
+	DRASlotPrefix = "dra-slot"
 )
 
 // The container's view.
