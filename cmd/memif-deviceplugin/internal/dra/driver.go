@@ -278,6 +278,10 @@ func (d *Driver) plan(claim *resourceapi.ResourceClaim) (Claim, map[string]ports
 	}
 	for _, i := range sockets {
 		p := out[plan.Devices[i].Name]
+		if p.Role == "" { // a host port: the host data plane listens on the slot's socket
+			p.Role = "client"
+			out[plan.Devices[i].Name] = p
+		}
 		st := &PortStatus{Name: p.Name, Role: p.Role, Link: p.Link}
 		st.Socket = names.ContainerDir + "/" + plan.Devices[i].Name + "/" + names.SocketFile
 		if link != "" {
