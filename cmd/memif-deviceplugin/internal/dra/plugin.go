@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -31,12 +32,16 @@ type Plugin struct {
 // plugin's socket in plugins/<driver>/) and publishes the node's devices.
 func Start(ctx context.Context, d *Driver, client kubernetes.Interface, kubeletDir string, slotBytes int64) (*Plugin, error) {
 	p := &Plugin{d: d, client: client, log: d.opts.Log}
+	dataDir := filepath.Join(kubeletDir, "plugins", d.opts.DriverName)
+	if err := os.MkdirAll(dataDir, 0o750); err != nil { // the helper listens there, it does not make it
+		return nil, fmt.Errorf("dra: %w", err)
+	}
 	h, err := kubeletplugin.Start(ctx, p,
 		kubeletplugin.DriverName(d.opts.DriverName),
 		kubeletplugin.NodeName(d.opts.NodeName),
 		kubeletplugin.KubeClient(client),
 		kubeletplugin.RegistrarDirectoryPath(filepath.Join(kubeletDir, "plugins_registry")),
-		kubeletplugin.PluginDataDirectoryPath(filepath.Join(kubeletDir, "plugins", d.opts.DriverName)),
+		kubeletplugin.PluginDataDirectoryPath(dataDir),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("dra: start kubelet plugin: %w", err)
