@@ -116,7 +116,7 @@ func draCheckpoint(t *testing.T) map[string]bool {
 	return out
 }
 
-func (x *tier3) claim(ctx context.Context, t *testing.T, name string) *resourcev1.ResourceClaim {
+func (x *tier3) draClaim(ctx context.Context, t *testing.T, name string) *resourcev1.ResourceClaim {
 	t.Helper()
 	c, err := x.cs.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -185,18 +185,13 @@ func (x *tier3) dra(ctx context.Context, t *testing.T) {
 	if info := x.containerInfo(ctx, t, "default", "dra-second-rx"); !strings.Contains(info, "memifnet.io/claim=") {
 		t.Errorf("dra-second-rx: the container was not created with a memifnet.io/claim CDI device")
 	}
-	second := x.claim(ctx, t, "dra-second")
-	x.draPorts(t, second)
+	second := x.preparedClaim(ctx, t, "dra-second")
 	x.logf("dra: dra-second passes traffic; its claim reports its ports")
-
+	// Read while its pods run: once both are done the claim is deallocated.
+	example := x.preparedClaim(ctx, t, "memif-dra-link")
 	x.podSucceeded(ctx, t, "default", "memif-dra-tx", 3*time.Minute)
 	x.podSucceeded(ctx, t, "default", "memif-dra-rx", 3*time.Minute)
 	x.verified(ctx, t, "default", "memif-dra-rx")
-	example := x.claim(ctx, t, "memif-dra-link")
-	if a := example.Status.Allocation; a == nil || len(a.Devices.Results) != 2 || a.Devices.Results[0].Device == a.Devices.Results[1].Device {
-		t.Fatalf("memif-dra-link allocation: %+v", a)
-	}
-	x.draPorts(t, example)
 	x.logf("dra: examples/dra-link.yaml passed verified traffic next to dra-second")
 
 	// A node agent restart keeps the prepared claim, and the link keeps working.
@@ -248,7 +243,7 @@ spec:
 	}); err != nil {
 		t.Fatalf("%v (PodScheduled message %q)", err, msg)
 	}
-	if c := x.claim(ctx, t, "dra-too-big"); c.Status.Allocation != nil {
+	if c := x.draClaim(ctx, t, "dra-too-big"); c.Status.Allocation != nil {
 		t.Errorf("dra-too-big was allocated: %+v", c.Status.Allocation)
 	}
 	x.logf("dra: dra-too-big (%d sockets) stays Pending: %s", t3DRASlots+1, msg)
@@ -279,6 +274,25 @@ spec:
 		t.Fatalf("%v: left behind:\n  %s", err, strings.Join(left, "\n  "))
 	}
 	x.logf("dra: pods and claims deleted: slots %q scrubbed, no claim in the checkpoint, no CDI spec, no link mount", slots)
+}
+
+// preparedClaim waits until the link claim is allocated (two distinct slots) and the driver has
+// reported both ends in its status, and checks what it reports.
+func (x *tier3) preparedClaim(ctx context.Context, t *testing.T, name string) *resourcev1.ResourceClaim {
+	t.Helper()
+	var c *resourcev1.ResourceClaim
+	if err := node.Poll(ctx, 2*time.Minute, name+" prepared", func() (bool, error) {
+		var err error
+		c, err = x.cs.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
+		return err == nil && c.Status.Allocation != nil && len(c.Status.Devices) == 2, err
+	}); err != nil {
+		t.Fatalf("%v: status %+v", err, c.Status)
+	}
+	if r := c.Status.Allocation.Devices.Results; len(r) != 2 || r[0].Device == r[1].Device {
+		t.Fatalf("%s allocation: %+v", name, r)
+	}
+	x.draPorts(t, c)
+	return c
 }
 
 // draPorts checks a prepared link claim's status: one device entry per end, reporting its
