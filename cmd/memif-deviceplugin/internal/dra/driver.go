@@ -121,8 +121,38 @@ func New(opts Options) (*Driver, error) {
 	d.claims = claims
 	if len(claims) > 0 {
 		opts.Log.Info("dra: claims prepared before the restart", "claims", len(claims))
+		if err := d.rebaseLinks(); err != nil {
+			return nil, err
+		}
 	}
 	return d, nil
+}
+
+// rebaseLinks takes over the link mounts of a previous process: the same tmpfs has another mount
+// id in this process's mount namespace (a restarted node agent is a new container), so each
+// recorded link is matched by its file system and re-recorded with the id seen here. A link whose
+// tmpfs is gone, or replaced by something else, keeps its record: Unprepare then leaves the
+// foreign mount alone and reports it.
+func (d *Driver) rebaseLinks() error {
+	changed := false
+	for uid, c := range d.claims {
+		if c.LinkDir == "" || c.LinkMount.IsZero() {
+			continue
+		}
+		cur, ok, err := d.links.Current(c.Namespace, c.LinkDir, c.LinkMount)
+		if err != nil {
+			return fmt.Errorf("claim %s/%s: link directory: %w", c.Namespace, c.Name, err)
+		}
+		if ok && cur != c.LinkMount {
+			c.LinkMount = cur
+			d.claims[uid] = c
+			changed = true
+		}
+	}
+	if changed {
+		return d.ckpt.save(d.claims)
+	}
+	return nil
 }
 
 // Prepared returns the claims the driver holds as prepared (or half prepared), sorted by UID.

@@ -241,6 +241,19 @@ func TestUnprepareAfterRestart(t *testing.T) {
 	}
 	defer kept.Close()
 
+	// The restarted node agent runs in a new container: the link's tmpfs has another mount id
+	// in its mount namespace. Play that by changing the recorded id.
+	ck := checkpoint{path: filepath.Join(e.state, names.DRASubdir, "claims.json")}
+	claims, err := ck.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2 := claims["uid-2"]
+	c2.LinkMount.Mount++
+	claims["uid-2"] = c2
+	if err := ck.save(claims); err != nil {
+		t.Fatal(err)
+	}
 	d := e.driver(t) // the restarted node agent
 	if p := d.Prepared(); len(p) != 1 || p[0].UID != "uid-2" || !p[0].Prepared || p[0].LinkMount.IsZero() {
 		t.Fatalf("after restart the driver holds %+v, want claim uid-2 prepared with its link", p)
