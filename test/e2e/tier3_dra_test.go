@@ -135,7 +135,12 @@ func (x *tier3) draClaim(ctx context.Context, t *testing.T, name string) *resour
 func (x *tier3) dra(ctx context.Context, t *testing.T) {
 	x.kubectl(ctx, t, "apply", "-k", "manifests/overlays/dra/")
 	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
-	t.Cleanup(func() { x.draRestore(context.Background(), t) })
+	t.Cleanup(func() {
+		// Bounded: a claim that cannot be unprepared keeps its pods from going away.
+		cctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		x.draRestore(cctx, t)
+	})
 	x.logf("dra: overlay applied, node agent rolled out with the DRA driver")
 
 	// Slices: the node's pool holds the DRA slots and units with their attributes.
@@ -264,8 +269,8 @@ spec:
 			slots = append(slots, r.Device)
 		}
 	}
-	x.kubectl(ctx, t, "delete", "pod", "memif-dra-rx", "memif-dra-tx", "dra-second-rx", "dra-second-tx", "--wait=true")
-	x.kubectl(ctx, t, "delete", "resourceclaim", "memif-dra-link", "dra-second", "--wait=true")
+	x.kubectl(ctx, t, "delete", "pod", "memif-dra-rx", "memif-dra-tx", "dra-second-rx", "dra-second-tx", "--wait=true", "--timeout=2m")
+	x.kubectl(ctx, t, "delete", "resourceclaim", "memif-dra-link", "dra-second", "--wait=true", "--timeout=2m")
 	var left []string
 	if err := node.Poll(ctx, 60*time.Second, "claims unprepared", func() (bool, error) {
 		left = x.draLeftovers(t, slots)
@@ -352,8 +357,8 @@ func (x *tier3) draLeftovers(t *testing.T, slots []string) []string {
 // only the DRA overlay made: its RBAC, DeviceClasses and the node's ResourceSlices.
 func (x *tier3) draRestore(ctx context.Context, t *testing.T) {
 	for _, args := range [][]string{
-		{"delete", "pod", "--ignore-not-found", "--wait=true", "memif-dra-rx", "memif-dra-tx", "dra-second-rx", "dra-second-tx", "dra-too-big"},
-		{"delete", "resourceclaim", "--ignore-not-found", "--wait=true", "memif-dra-link", "dra-second", "dra-too-big"},
+		{"delete", "pod", "--ignore-not-found", "--wait=true", "--timeout=90s", "memif-dra-rx", "memif-dra-tx", "dra-second-rx", "dra-second-tx", "dra-too-big"},
+		{"delete", "resourceclaim", "--ignore-not-found", "--wait=true", "--timeout=60s", "memif-dra-link", "dra-second", "dra-too-big"},
 		{"apply", "-k", "manifests/"},
 		{"-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m"},
 		{"delete", "--ignore-not-found", "deviceclass", "socket.memifnet.io", "hugepool.memifnet.io"},
