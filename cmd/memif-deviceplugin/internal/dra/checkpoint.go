@@ -47,6 +47,8 @@ type PortStatus struct {
 	Role   string `json:"role"`
 	Socket string `json:"socket"`
 	Link   string `json:"link,omitempty"`
+	// HostSocket is a host port's socket as the node sees it, for the host data plane.
+	HostSocket string `json:"hostSocket,omitempty"`
 }
 
 // checkpoint is the file of prepared claims, <state>/dra/claims.json, written atomically and

@@ -316,6 +316,8 @@ func (d *Driver) plan(claim *resourceapi.ResourceClaim) (Claim, map[string]ports
 		st.Socket = names.ContainerDir + "/" + plan.Devices[i].Name + "/" + names.SocketFile
 		if link != "" {
 			st.Socket = names.ContainerDir + "/" + plan.Devices[i].Name + "/" + names.LinkSubdir + "/" + names.SocketFile
+		} else {
+			st.HostSocket = d.opts.Slots.Dir(plan.Devices[i].Name) + "/" + names.SocketFile
 		}
 		plan.Devices[i].Port = st
 	}

@@ -355,6 +355,9 @@ func TestPrepareHostPortAndUnit(t *testing.T) {
 	if s.Name != "port" || s.Role != "client" || s.Peer != portspec.PeerHost || s.Socket != "/run/memifnet/dra-slot-003/memif.sock" {
 		t.Errorf("host port spec: %+v", s)
 	}
+	if p := d.Prepared()[0].Devices[0].Port; p.HostSocket != e.slots.Dir("dra-slot-003")+"/memif.sock" {
+		t.Errorf("host port status: host socket %q", p.HostSocket)
+	}
 	if e.units.scrubs["drapool-n0-001"] != 1 {
 		t.Errorf("unit scrubbed %d times at Prepare, want 1", e.units.scrubs["drapool-n0-001"])
 	}

@@ -114,6 +114,8 @@ type StatusData struct {
 	Role   string `json:"role"`
 	Socket string `json:"socket"`
 	Link   string `json:"link,omitempty"`
+	// HostSocket is a host port's socket on the node, where the host data plane serves.
+	HostSocket string `json:"hostSocket,omitempty"`
 }
 
 // reportStatus writes one status.devices entry per device of the claim on this node: for a
@@ -125,7 +127,7 @@ func (p *Plugin) reportStatus(ctx context.Context, claim *resourceapi.ResourceCl
 			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Prepared",
 				Message: "scrubbed and wired by memifnet", LastTransitionTime: metav1.Now()}}}
 		if dev.Port != nil {
-			b, err := json.Marshal(StatusData{Port: dev.Port.Name, Role: dev.Port.Role, Socket: dev.Port.Socket, Link: dev.Port.Link})
+			b, err := json.Marshal(StatusData{Port: dev.Port.Name, Role: dev.Port.Role, Socket: dev.Port.Socket, Link: dev.Port.Link, HostSocket: dev.Port.HostSocket})
 			if err != nil {
 				return err
 			}
