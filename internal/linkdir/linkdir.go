@@ -150,3 +150,22 @@ func (d Dirs) Current(ns, name string, recorded safefs.Identity) (id safefs.Iden
 	}
 	return in.Identity, true, nil
 }
+
+// Clear unmounts whatever is mounted on the link's directory and removes it. Only for a link whose
+// tmpfs was never recorded (the agent died between mounting it and writing its record) under a
+// name no pod can choose: the DRA driver's link directories are named after claim UIDs, under a
+// tree only the agent writes.
+func (d Dirs) Clear(ns, name string) error {
+	nsd, err := d.nsDir(ns, false)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer nsd.Close()
+	if _, err := nsd.Unmount(name, safefs.Identity{}); err != nil {
+		return err
+	}
+	return nsd.Remove(name)
+}

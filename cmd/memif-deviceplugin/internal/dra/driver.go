@@ -479,8 +479,14 @@ func (d *Driver) undo(c Claim) error {
 	for _, dev := range c.Devices {
 		errs = append(errs, d.scrub(dev))
 	}
-	if c.LinkDir != "" && !c.LinkMount.IsZero() {
+	switch {
+	case c.LinkDir != "" && !c.LinkMount.IsZero():
 		if err := d.links.Remove(c.Namespace, c.LinkDir, c.LinkMount); err != nil {
+			errs = append(errs, fmt.Errorf("link directory: %w", err))
+		}
+	case c.LinkDir != "":
+		// Planned, but its tmpfs never recorded: the agent may have died right after mounting it.
+		if err := d.links.Clear(c.Namespace, c.LinkDir); err != nil {
 			errs = append(errs, fmt.Errorf("link directory: %w", err))
 		}
 	}

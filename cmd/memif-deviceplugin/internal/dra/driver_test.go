@@ -3,6 +3,7 @@ package dra
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -431,5 +432,67 @@ func TestPluginPrepareReportsStatus(t *testing.T) {
 	un, err := p.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: "uid-s"}, {UID: "never-prepared"}})
 	if err != nil || un["uid-s"] != nil || un["never-prepared"] != nil {
 		t.Errorf("unprepare: %v %v", err, un)
+	}
+}
+
+// The node agent died in the middle of Prepare (the checkpoint says not prepared): the kubelet's
+// next Prepare undoes the half-done work (the old link mount goes, the slots are scrubbed again)
+// and prepares the claim anew.
+func TestPrepareAfterCrashMidway(t *testing.T) {
+	for _, withLink := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unrecorded link then unprepare %v", withLink), func(t *testing.T) { crashMidway(t, withLink) })
+	}
+}
+
+func crashMidway(t *testing.T, withLink bool) {
+	e := newEnv(t)
+	c := claim("uid-c", "crashed", linkAllocs)
+	if _, err := e.driver(t).Prepare(c); err != nil {
+		t.Fatal(err)
+	}
+	ck := checkpoint{path: filepath.Join(e.state, names.DRASubdir, "claims.json")}
+	claims, err := ck.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := claims["uid-c"]
+	half.Prepared = false
+	if withLink {
+		half.LinkMount = safefs.Identity{} // died between mounting the link and recording it
+	}
+	claims["uid-c"] = half
+	if err := ck.save(claims); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.slots.Dir("dra-slot-001"), "leftover"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := e.driver(t)
+	if withLink {
+		// The pod went before the kubelet asked again: Unprepare finds the unrecorded link
+		// mount under the claim's name and takes it away.
+		if err := d.Unprepare("uid-c"); err != nil {
+			t.Fatal(err)
+		}
+		if mounts := testutil.MountsUnder(t, filepath.Join(e.state, names.DRASubdir)); len(mounts) != 0 {
+			t.Errorf("link mounts after Unprepare: %q", mounts)
+		}
+		return
+	}
+	if _, err := d.Prepare(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(e.slots.Dir("dra-slot-001"), "leftover")); !os.IsNotExist(err) {
+		t.Errorf("the half-prepared claim's slot was not scrubbed: %v", err)
+	}
+	p := d.Prepared()
+	if len(p) != 1 || !p[0].Prepared || p[0].LinkMount.IsZero() || p[0].LinkMount == half.LinkMount {
+		t.Errorf("after the second Prepare: %+v; want the claim prepared with a new link", p)
+	}
+	if mounts := testutil.MountsUnder(t, filepath.Join(e.state, names.DRASubdir)); len(mounts) != 1 {
+		t.Errorf("link mounts %q, want only the new one", mounts)
+	}
+	if s := readSpec(t, e, "dra-slot-001"); s.Role != "client" || s.Name != "west" {
+		t.Errorf("west after the second Prepare: %+v", s)
 	}
 }
