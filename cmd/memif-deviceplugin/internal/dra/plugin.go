@@ -143,7 +143,7 @@ func (p *Plugin) reportStatus(ctx context.Context, claim *resourceapi.ResourceCl
 		if cur.UID != claim.UID {
 			return fmt.Errorf("claim was replaced (uid %s, prepared %s)", cur.UID, claim.UID)
 		}
-		mergeStatus(cur, p.d.opts.DriverName, want)
+		mergeStatus(cur, want)
 		_, err = p.client.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
@@ -151,7 +151,7 @@ func (p *Plugin) reportStatus(ctx context.Context, claim *resourceapi.ResourceCl
 
 // mergeStatus replaces the entries of want's devices in the claim's status and keeps the rest
 // (other drivers', other nodes'). A device that already has an entry keeps its condition times.
-func mergeStatus(claim *resourceapi.ResourceClaim, driver string, want []resourceapi.AllocatedDeviceStatus) {
+func mergeStatus(claim *resourceapi.ResourceClaim, want []resourceapi.AllocatedDeviceStatus) {
 	key := func(s resourceapi.AllocatedDeviceStatus) string { return s.Driver + "/" + s.Pool + "/" + s.Device }
 	idx := map[string]int{}
 	for i, s := range claim.Status.Devices {
@@ -167,5 +167,4 @@ func mergeStatus(claim *resourceapi.ResourceClaim, driver string, want []resourc
 		}
 		claim.Status.Devices = append(claim.Status.Devices, w)
 	}
-	_ = driver
 }
