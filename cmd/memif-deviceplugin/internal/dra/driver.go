@@ -81,10 +81,8 @@ type Driver struct {
 	opts  Options
 	links linkdir.Dirs
 	ckpt  checkpoint
-	// units maps a device name to its pool (nil for a socket slot).
-	slots map[string]resource.Unit
-	units map[string]*Pool
-	node  map[string]int // NUMA node of each device
+	slots map[string]resource.Unit // the driver's socket slots by name
+	units map[string]*Pool         // the pool of each hugepage unit, by name
 
 	mu     sync.Mutex
 	claims map[string]Claim // by UID
@@ -99,19 +97,17 @@ func New(opts Options) (*Driver, error) {
 		opts:  opts,
 		links: linkdir.Dirs{Root: filepath.Join(opts.StateDir, names.DRASubdir, names.LinksSubdir), Limits: opts.LinkLimits},
 		ckpt:  checkpoint{path: filepath.Join(opts.StateDir, names.DRASubdir, "claims.json")},
-		slots: map[string]resource.Unit{}, units: map[string]*Pool{}, node: map[string]int{},
+		slots: map[string]resource.Unit{}, units: map[string]*Pool{},
 	}
 	if opts.Slots != nil {
 		for _, u := range opts.Slots.Units() {
 			d.slots[u.ID] = u
-			d.node[u.ID] = u.Node
 		}
 	}
 	for i := range opts.Pools {
 		p := &opts.Pools[i]
 		for _, u := range p.Units.Units() {
 			d.units[u.ID] = p
-			d.node[u.ID] = u.Node
 		}
 	}
 	claims, err := d.ckpt.load()
@@ -512,6 +508,3 @@ func stableMAC(ns, claim, port string) net.HardwareAddr {
 	mac[0] = mac[0]&^0x01 | 0x02
 	return mac
 }
-
-// NodeOf is the NUMA node of a device.
-func (d *Driver) NodeOf(device string) int { return d.node[device] }
