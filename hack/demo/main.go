@@ -97,6 +97,15 @@ func run(ctx context.Context, c *cluster.Cluster, seconds int, say func(string, 
 	if _, err := kubectl(ctx, c, say, "", "-n", "memifnet-system", "rollout", "status", "ds/memifnet-node", "--timeout=3m"); err != nil {
 		return err
 	}
+	// The rollout is done when the agent runs; its device plugin registers with the kubelet and
+	// the node status shows the resources a moment later.
+	if err := node.Poll(ctx, 90*time.Second, "node allocatable with memifnet.io/socket", func() (bool, error) {
+		out, err := c.KubectlCmd(ctx, "get", "node", cluster.NodeName, "-o", `jsonpath={.status.allocatable.memifnet\.io/socket}`).Output()
+		n := strings.TrimSpace(string(out))
+		return err == nil && n != "" && n != "0", nil
+	}); err != nil {
+		return err
+	}
 	if _, err := kubectl(ctx, c, say, "", "get", "node", cluster.NodeName, "-o",
 		`jsonpath={"memifnet.io/socket: "}{.status.allocatable.memifnet\.io/socket}{"\nmemifnet.io/hugepool: "}{.status.allocatable.memifnet\.io/hugepool}{"\n"}`); err != nil {
 		return err
