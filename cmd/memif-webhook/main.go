@@ -73,4 +73,3 @@ func run(o server.Options, kubeconfig string, log *slog.Logger) error {
 	log.Info("starting", "listen", o.Listen, "namespace", o.Identity.Namespace, "identity", o.Holder, "pool", o.Policy.Pool)
 	return server.Run(ctx, cs, o, log)
 }
-
