@@ -362,4 +362,3 @@ func (x *tier3) fakeNode(ctx context.Context, t *testing.T) {
 	x.webhookReady(ctx, t)
 	x.logf("webhook: configurations re-created by kubectl apply -k manifests/; the webhook answers again")
 }
-
