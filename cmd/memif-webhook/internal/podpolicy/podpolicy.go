@@ -8,10 +8,12 @@ package podpolicy
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -349,9 +351,18 @@ func AffinityTerm(link string) corev1.PodAffinityTerm {
 }
 
 func affinityOps(pod *corev1.Pod, ps []ports.Port) []Op {
+	// Terms already there are not added again: the webhook may be called again on its own
+	// result (reinvocationPolicy IfNeeded), or see a pod copied from a mutated one.
+	var have []corev1.PodAffinityTerm
+	if a := pod.Spec.Affinity; a != nil && a.PodAffinity != nil {
+		have = a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	}
 	var terms []corev1.PodAffinityTerm
 	for _, l := range Links(ps) {
-		terms = append(terms, AffinityTerm(l))
+		term := AffinityTerm(l)
+		if !slices.ContainsFunc(have, func(h corev1.PodAffinityTerm) bool { return equality.Semantic.DeepEqual(h, term) }) {
+			terms = append(terms, term)
+		}
 	}
 	if len(terms) == 0 {
 		return nil

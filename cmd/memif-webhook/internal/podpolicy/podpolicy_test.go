@@ -160,6 +160,20 @@ func TestMutateAnnotationOnly(t *testing.T) {
 	if err := Validate(got, DefaultConfig()); err != nil {
 		t.Errorf("the mutated pod does not validate: %v", err)
 	}
+	// Called again on its own result (reinvocation), it changes nothing but re-setting labels.
+	again, err := Mutate(got, DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range again {
+		if !strings.HasPrefix(op.Path, "/metadata/labels/") {
+			t.Errorf("second pass: %+v", op)
+		}
+	}
+	if twice := apply(t, got, again); len(twice.Spec.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 2 ||
+		limit(twice.Spec.Containers[0], names.SocketResource) != "3" {
+		t.Errorf("second pass changed the pod: %+v", twice.Spec)
+	}
 }
 
 // Existing maps and lists are extended, not replaced: requests get the extended resources too
