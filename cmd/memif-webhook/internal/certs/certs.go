@@ -203,8 +203,11 @@ type Loader struct {
 	bundle []byte
 }
 
-// Load reads the Secret and swaps in its certificate; changed says whether it was new.
-func (l *Loader) Load(ctx context.Context, cs kubernetes.Interface, id Identity) (changed bool, err error) {
+// Load reads the Secret and swaps in its certificate; changed says whether it was new. Once a
+// certificate is served, a new one is swapped in only when trusted(its CA) says the API server
+// will accept it (the leader injects the new bundle after writing the Secret): until then the
+// old one, still in the bundle, keeps being served.
+func (l *Loader) Load(ctx context.Context, cs kubernetes.Interface, id Identity, trusted func(caDER []byte) bool) (changed bool, err error) {
 	sec, err := cs.CoreV1().Secrets(id.Namespace).Get(ctx, id.Secret, metav1.GetOptions{})
 	if err != nil {
 		return false, fmt.Errorf("reading secret %s/%s: %w", id.Namespace, id.Secret, err)
@@ -216,6 +219,9 @@ func (l *Loader) Load(ctx context.Context, cs kubernetes.Interface, id Identity)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.cert != nil && bytes.Equal(l.cert.Certificate[0], pair.Certificate[0]) && bytes.Equal(l.bundle, sec.Data[KeyBundle]) {
+		return false, nil
+	}
+	if l.cert != nil && !trusted(issuer(&pair, sec.Data[KeyBundle])) {
 		return false, nil
 	}
 	l.cert, l.bundle = &pair, sec.Data[KeyBundle]
@@ -232,18 +238,22 @@ func (l *Loader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) 
 	return l.cert, nil
 }
 
-// Issuer is the serving certificate's CA certificate (DER), nil before the first Load.
+// Issuer is the served certificate's CA certificate (DER), nil before the first Load.
 func (l *Loader) Issuer() []byte {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.cert == nil {
 		return nil
 	}
-	leaf, err := x509.ParseCertificate(l.cert.Certificate[0])
+	return issuer(l.cert, l.bundle)
+}
+
+func issuer(cert *tls.Certificate, bundle []byte) []byte {
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
 	if err != nil {
 		return nil
 	}
-	for _, c := range parseCerts(l.bundle) {
+	for _, c := range parseCerts(bundle) {
 		if leaf.CheckSignatureFrom(c) == nil {
 			return c.Raw
 		}

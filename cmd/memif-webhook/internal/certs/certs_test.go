@@ -78,17 +78,17 @@ func TestLoader(t *testing.T) {
 	if _, err := l.GetCertificate(nil); err == nil {
 		t.Fatal("a certificate before Load")
 	}
-	if _, err := l.Load(ctx, cs, id); err == nil {
+	if _, err := l.Load(ctx, cs, id, func([]byte) bool { return true }); err == nil {
 		t.Fatal("Load without a secret succeeded")
 	}
 	bundle, _, err := Issue(ctx, cs, id, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if changed, err := l.Load(ctx, cs, id); err != nil || !changed {
+	if changed, err := l.Load(ctx, cs, id, func([]byte) bool { return true }); err != nil || !changed {
 		t.Fatalf("Load: %v %v", changed, err)
 	}
-	if changed, err := l.Load(ctx, cs, id); err != nil || changed {
+	if changed, err := l.Load(ctx, cs, id, func([]byte) bool { return true }); err != nil || changed {
 		t.Fatalf("second Load: %v %v", changed, err)
 	}
 	if c, err := l.GetCertificate(nil); err != nil || c == nil {

@@ -111,24 +111,30 @@ func serve(s *http.Server, useTLS bool) error {
 
 // readiness loads the certificate and says why the replica is not ready ("" when it is).
 func readiness(ctx context.Context, cs kubernetes.Interface, l *certs.Loader, id certs.Identity, t cainject.Target, log *slog.Logger) string {
-	changed, err := l.Load(ctx, cs, id)
+	bundles, err := cainject.Bundles(ctx, cs, t)
+	if err != nil {
+		return fmt.Sprintf("reading the webhook configurations: %v", err)
+	}
+	trusted := func(ca []byte) bool {
+		for _, b := range bundles {
+			if !certs.Trusts(b, ca) {
+				return false
+			}
+		}
+		return len(bundles) > 0
+	}
+	changed, err := l.Load(ctx, cs, id, trusted)
 	if err != nil {
 		return err.Error()
 	}
 	if changed {
 		log.Info("serving a new certificate", "secret", id.Namespace+"/"+id.Secret)
 	}
-	bundles, err := cainject.Bundles(ctx, cs, t)
-	if err != nil {
-		return fmt.Sprintf("reading the webhook configurations: %v", err)
-	}
 	if len(bundles) == 0 {
 		return fmt.Sprintf("no webhook configuration %s calls service %s/%s", t.Configuration, t.Namespace, t.Service)
 	}
-	for _, b := range bundles {
-		if !certs.Trusts(b, l.Issuer()) {
-			return "the webhook configurations do not trust the served certificate yet"
-		}
+	if !trusted(l.Issuer()) {
+		return "the webhook configurations do not trust the served certificate yet"
 	}
 	return ""
 }
