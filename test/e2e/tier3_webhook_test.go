@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/test/e2e/cluster"
@@ -222,19 +223,24 @@ func (x *tier3) webhook(ctx context.Context, t *testing.T) {
 func (x *tier3) fakeNode(ctx context.Context, t *testing.T) {
 	setSlots := func(n int64) {
 		t.Helper()
-		nd, err := x.cs.CoreV1().Nodes().Get(ctx, t3FakeNode, metav1.GetOptions{})
+		// The node lifecycle controller writes the Node too (taints): retry on a conflict.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			nd, err := x.cs.CoreV1().Nodes().Get(ctx, t3FakeNode, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			alloc := corev1.ResourceList{
+				names.SocketResource: *resource.NewQuantity(n, resource.DecimalSI),
+				"cpu":                resource.MustParse("8"), "memory": resource.MustParse("16Gi"), "pods": resource.MustParse("110"),
+			}
+			nd.Status.Capacity, nd.Status.Allocatable = alloc, alloc
+			now := metav1.Now()
+			nd.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+				Message: "no kubelet: a Node object of the e2e", LastHeartbeatTime: now, LastTransitionTime: now}}
+			_, err = x.cs.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		alloc := corev1.ResourceList{
-			names.SocketResource: *resource.NewQuantity(n, resource.DecimalSI),
-			"cpu":                resource.MustParse("8"), "memory": resource.MustParse("16Gi"), "pods": resource.MustParse("110"),
-		}
-		nd.Status.Capacity, nd.Status.Allocatable = alloc, alloc
-		now := metav1.Now()
-		nd.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-			Message: "no kubelet: a Node object of the e2e", LastHeartbeatTime: now, LastTransitionTime: now}}
-		if _, err := x.cs.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
