@@ -355,8 +355,16 @@ func (x *tier3) fakeNode(ctx context.Context, t *testing.T) {
 	if n := x.bound(ctx, t, "wh-apart"); n == t3FakeNode {
 		t.Fatalf("wh-apart bound to %s, which has no free slot", n)
 	}
-	if err := x.c.WaitPodSucceeded(ctx, "default", "wh-apart", 2*time.Minute); err == nil || !strings.Contains(err.Error(), "Failed") {
-		t.Fatalf("wh-apart: %v; want it to fail: its link's other pod is on another node", err)
+	var phase corev1.PodPhase
+	if err := node.Poll(ctx, 2*time.Minute, "wh-apart ended", func() (bool, error) {
+		p, err := x.cs.CoreV1().Pods("default").Get(ctx, "wh-apart", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		phase = p.Status.Phase
+		return phase == corev1.PodSucceeded || phase == corev1.PodFailed, nil
+	}); err != nil || phase != corev1.PodFailed {
+		t.Fatalf("wh-apart: %v, phase %s; want it Failed: its link's other pod is on another node", err, phase)
 	}
 	x.logf("webhook: without the webhook wh-apart landed on %s, apart from wh-follow-a (%s, never started), and failed: %s",
 		cluster.NodeName, t3FakeNode, lastLine(x.logs(ctx, "default", "wh-apart")))
