@@ -366,8 +366,18 @@ func (x *tier3) fakeNode(ctx context.Context, t *testing.T) {
 	}); err != nil || phase != corev1.PodFailed {
 		t.Fatalf("wh-apart: %v, phase %s; want it Failed: its link's other pod is on another node", err, phase)
 	}
-	x.logf("webhook: without the webhook wh-apart landed on %s, apart from wh-follow-a (%s, never started), and failed: %s",
-		cluster.NodeName, t3FakeNode, lastLine(x.logs(ctx, "default", "wh-apart")))
+	log := x.logs(ctx, "default", "wh-apart")
+	if sum, ok := node.Summary(log); !ok || sum["tx_pkts"] != 0 {
+		t.Fatalf("wh-apart: want a run that sent nothing; kubectl logs:\n%s", log)
+	}
+	why := lastLine(log)
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(strings.ToLower(l), "timeout") || strings.Contains(strings.ToLower(l), "timed out") {
+			why = strings.TrimSpace(l)
+		}
+	}
+	x.logf("webhook: without the webhook wh-apart landed on %s, apart from wh-follow-a (%s, never started), sent nothing and failed: %s",
+		cluster.NodeName, t3FakeNode, why)
 	x.kubectl(ctx, t, "delete", "pod", "wh-apart", "--wait=true")
 	x.forceDelete(ctx, t, "wh-follow-a")
 
