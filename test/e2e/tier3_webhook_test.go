@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +154,7 @@ func (x *tier3) forceDelete(ctx context.Context, t *testing.T, pods ...string) {
 // pod whose links sit on two nodes is refused; and without the webhook the pods of a link land
 // apart and the link never comes up.
 func (x *tier3) webhook(ctx context.Context, t *testing.T) {
+	x.webhookRBAC(ctx, t)
 	// Annotation-only pods.
 	x.kubectlIn(ctx, t, annotationOnlyPod("wh-rx", "east", `east@wh-link`, "--mode=rx", "--verify", "--size=1500", "--duration=8s", "--connect-timeout=2m")+
 		"---\n"+annotationOnlyPod("wh-tx", "west", `[{"name":"west","link":"wh-link"}]`, "--mode=tx", "--verify", "--size=1500", "--duration=5s", "--connect-timeout=2m"),
@@ -385,4 +388,43 @@ func (x *tier3) fakeNode(ctx context.Context, t *testing.T) {
 	x.kubectl(ctx, t, "apply", "-k", "manifests/")
 	x.webhookReady(ctx, t)
 	x.logf("webhook: configurations re-created by kubectl apply -k manifests/; the webhook answers again")
+}
+
+// webhookRBAC: `kubectl auth can-i --list` for the webhook's service account, in its namespace,
+// holds exactly docs/webhook.md's rules beyond what every service account may.
+func (x *tier3) webhookRBAC(ctx context.Context, t *testing.T) {
+	rules := func(sa string) []string {
+		out := x.kubectl(ctx, t, "-n", t3Namespace, "auth", "can-i", "--list", "--as=system:serviceaccount:"+t3Namespace+":"+sa)
+		var rows []string
+		for i, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if i > 0 { // the header
+				rows = append(rows, strings.Join(strings.Fields(l), " "))
+			}
+		}
+		return rows
+	}
+	baseline := rules("default")
+	var extra []string
+	for _, r := range rules(t3Webhook) {
+		if !slices.Contains(baseline, r) {
+			extra = append(extra, r)
+		}
+	}
+	sort.Strings(extra)
+	want := []string{
+		"events [] [] [create patch]",
+		"leases.coordination.k8s.io [] [] [create]",
+		"leases.coordination.k8s.io [] [memifnet-webhook] [get update]",
+		"mutatingwebhookconfigurations.admissionregistration.k8s.io [] [memifnet-webhook] [get update]",
+		"nodes [] [] [get]",
+		"pods [] [] [list]",
+		"secrets [] [] [create]",
+		"secrets [] [memifnet-webhook-tls] [get update]",
+		"validatingwebhookconfigurations.admissionregistration.k8s.io [] [memifnet-webhook] [get update]",
+	}
+	if !slices.Equal(extra, want) {
+		t.Fatalf("memifnet-system/memifnet-webhook may, beyond every service account:\n  %s\nwant:\n  %s",
+			strings.Join(extra, "\n  "), strings.Join(want, "\n  "))
+	}
+	x.logf("webhook: memifnet-system/memifnet-webhook may %q besides self-reviews and discovery", extra)
 }
