@@ -111,6 +111,22 @@ func run(ctx context.Context, c *cluster.Cluster, seconds int, say func(string, 
 		return err
 	}
 
+	say("and the admission webhook memif-webhook (2 replicas): it turns the memifnet.io/ports annotation into limits and keeps a link's pods on one node")
+	if _, err := kubectl(ctx, c, say, "", "-n", "memifnet-system", "rollout", "status", "deploy/memifnet-webhook", "--timeout=3m"); err != nil {
+		return err
+	}
+	// Annotated pods are refused until the API server reaches a replica (failurePolicy Fail):
+	// wait for a server-side dry run of the example to pass.
+	if err := node.Poll(ctx, 90*time.Second, "the API server calls the webhook", func() (bool, error) {
+		out, err := c.KubectlCmd(ctx, "apply", "--dry-run=server", "-f", "manifests/examples/link-pods.yaml").CombinedOutput()
+		if err != nil {
+			return false, fmt.Errorf("%v: %s", err, out)
+		}
+		return true, nil
+	}); err != nil {
+		return err
+	}
+
 	say("the example: two pods joined by the memif link demo-link; memif-cni wires them, memif-perf sends 1500-byte frames and verifies every byte")
 	if _, err := kubectl(ctx, c, say, "", "apply", "-f", "manifests/examples/link-pods.yaml"); err != nil {
 		return err

@@ -18,6 +18,10 @@ const (
 	DefaultPool = "hugepool"
 	// PortsAnnotation is the pod annotation that asks for memif ports.
 	PortsAnnotation = "memifnet.io/ports"
+	// LinkLabelPrefix + a link name is the label the admission webhook puts on each pod of that
+	// link (value: the pod's port on it); the pods' required pod affinity selects it, so both
+	// ends of a link land on one node. A link name is a DNS label, so the key is a valid label key.
+	LinkLabelPrefix = "link.memifnet.io/"
 )
 
 // The node's state directory and its layout.
