@@ -124,7 +124,20 @@ func (c *Cluster) podNetworkToAPIServer(ctx context.Context) error {
 	if err := c.record(Change{Kind: "iptables", Args: append([]string{"nat", "PREROUTING"}, spec...)}); err != nil {
 		return err
 	}
-	return run(append([]string{"iptables", "-t", "nat", "-A", "PREROUTING"}, spec...)...)
+	if err := run(append([]string{"iptables", "-t", "nat", "-A", "PREROUTING"}, spec...)...); err != nil {
+		return err
+	}
+	// route_localnet also lets a pod address 127.0.0.1 itself (a route via the bridge): it would
+	// reach etcd, the kubelet and every other loopback-only port of the node. Only the rule above
+	// may bring pod traffic to loopback (kube-proxy guards its own route_localnet the same way,
+	// CVE-2020-8558).
+	guard := []string{"-i", Bridge, "-d", "127.0.0.0/8", "-m", "conntrack", "!", "--ctstate", "DNAT",
+		"-m", "comment", "--comment", "memifnet-cluster: pods reach loopback only through the kubernetes Service",
+		"-j", "DROP"}
+	if err := c.record(Change{Kind: "iptables", Args: append([]string{"filter", "INPUT"}, guard...)}); err != nil {
+		return err
+	}
+	return run(append([]string{"iptables", "-t", "filter", "-I", "INPUT"}, guard...)...)
 }
 
 // primaryNetwork is the node's pod network: a bridge not attached to any NIC, host-local IPAM
