@@ -97,8 +97,33 @@ func run(ctx context.Context, c *cluster.Cluster, seconds int, say func(string, 
 	if _, err := kubectl(ctx, c, say, "", "-n", "memifnet-system", "rollout", "status", "ds/memifnet-node", "--timeout=3m"); err != nil {
 		return err
 	}
+	// The rollout is done when the agent runs; its device plugin registers with the kubelet and
+	// the node status shows the resources a moment later.
+	if err := node.Poll(ctx, 90*time.Second, "node allocatable with memifnet.io/socket", func() (bool, error) {
+		out, err := c.KubectlCmd(ctx, "get", "node", cluster.NodeName, "-o", `jsonpath={.status.allocatable.memifnet\.io/socket}`).Output()
+		n := strings.TrimSpace(string(out))
+		return err == nil && n != "" && n != "0", nil
+	}); err != nil {
+		return err
+	}
 	if _, err := kubectl(ctx, c, say, "", "get", "node", cluster.NodeName, "-o",
 		`jsonpath={"memifnet.io/socket: "}{.status.allocatable.memifnet\.io/socket}{"\nmemifnet.io/hugepool: "}{.status.allocatable.memifnet\.io/hugepool}{"\n"}`); err != nil {
+		return err
+	}
+
+	say("and the admission webhook memif-webhook (2 replicas): it turns the memifnet.io/ports annotation into limits and keeps a link's pods on one node")
+	if _, err := kubectl(ctx, c, say, "", "-n", "memifnet-system", "rollout", "status", "deploy/memifnet-webhook", "--timeout=3m"); err != nil {
+		return err
+	}
+	// Annotated pods are refused until the API server reaches a replica (failurePolicy Fail):
+	// wait for a server-side dry run of the example to pass.
+	if err := node.Poll(ctx, 90*time.Second, "the API server calls the webhook", func() (bool, error) {
+		out, err := c.KubectlCmd(ctx, "apply", "--dry-run=server", "-f", "manifests/examples/link-pods.yaml").CombinedOutput()
+		if err != nil {
+			return false, fmt.Errorf("%v: %s", err, out)
+		}
+		return true, nil
+	}); err != nil {
 		return err
 	}
 

@@ -19,6 +19,7 @@ var documented = map[string]any{
 	"names.ResourcePrefix":     names.ResourcePrefix,
 	"names.DefaultPool":        names.DefaultPool,
 	"names.PortsAnnotation":    names.PortsAnnotation,
+	"names.LinkLabelPrefix":    names.LinkLabelPrefix,
 	"names.PodInfoHelper":      names.PodInfoHelper,
 	"names.KubeletDir":         names.KubeletDir,
 	"names.PodResourcesSocket": names.PodResourcesSocket,

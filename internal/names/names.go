@@ -20,6 +20,10 @@ const (
 	PortsAnnotation = "memifnet.io/ports"
 	// DRADriver is the Dynamic Resource Allocation driver name (DeviceClasses select on it).
 	DRADriver = "memifnet.io"
+	// LinkLabelPrefix + a link name is the label the admission webhook puts on each pod of that
+	// link (value: the pod's port on it); the pods' required pod affinity selects it, so both
+	// ends of a link land on one node. A link name is a DNS label, so the key is a valid label key.
+	LinkLabelPrefix = "link.memifnet.io/"
 )
 
 // The node's state directory and its layout.

@@ -119,6 +119,7 @@ func TestTier3Cluster(t *testing.T) {
 		{"Day2", x.day2},
 		{"CDI", x.cdi},
 		{"DRA", x.dra},
+		{"Webhook", x.webhook},
 		{"Uninstall", x.uninstall},
 		{"Multus", x.multus},
 	} {
@@ -229,6 +230,8 @@ func (x *tier3) install(ctx context.Context, t *testing.T) {
 	}
 	s, h, hp := alloc["memifnet.io/socket"], alloc["memifnet.io/hugepool"], alloc["hugepages-2Mi"]
 	x.logf("install: node allocatable memifnet.io/socket=%s memifnet.io/hugepool=%s hugepages-2Mi=%s", s.String(), h.String(), hp.String())
+	x.webhookReady(ctx, t)
+	x.logf("install: the admission webhook answers (tier3_webhook_test.go)")
 }
 
 // rbac: `kubectl auth can-i --list` for the node agent's service account is what docs/install.md
@@ -700,6 +703,7 @@ func (x *tier3) multus(ctx context.Context, t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	x.webhookReady(ctx, t) // the overlay includes base: the webhook is back, and must answer
 	x.logf("multus: overlay rolled out; the sidecar wrote %s", kubeconfig)
 	x.kubectl(ctx, t, "apply", "-f", "manifests/examples/multus-pod.yaml")
 	pods := []string{"memif-multus-tx", "memif-multus-rx"}

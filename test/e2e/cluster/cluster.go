@@ -38,8 +38,10 @@ const (
 	NodeName    = "127.0.0.1"
 	ServiceCIDR = "10.96.0.0/16"
 	// ServiceIP is the ClusterIP of the `kubernetes` Service (the first of ServiceCIDR).
-	ServiceIP     = "10.96.0.1"
-	PodSubnet     = "10.244.88.0/24"
+	ServiceIP = "10.96.0.1"
+	PodSubnet = "10.244.88.0/24"
+	// BridgeIP is the host's address on the pod network (the pods' route to the service range).
+	BridgeIP      = "10.244.88.1"
 	Bridge        = "memifcl0"
 	APIServerPort = 6443
 	KubeletDir    = "/var/lib/kubelet"

@@ -167,6 +167,9 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		// The `kubernetes` Service's endpoints would be the advertised address, which may not be
 		// a loopback one; nothing reads them here (no kube-proxy: see prepareHost).
 		"--endpoint-reconciler-type=none",
+		// Webhooks (and aggregated APIs) are called at an endpoint's pod IP, not the Service's
+		// ClusterIP: there is no kube-proxy to route ClusterIPs.
+		"--enable-aggregator-routing=true",
 		"--profiling=false", "--v=1")
 	if err != nil {
 		return err

@@ -75,14 +75,73 @@ func (c *Cluster) prepareHost(ctx context.Context) error {
 	if err := c.record(Change{Kind: "link", Path: Bridge}); err != nil {
 		return err
 	}
+	if err := c.podNetworkToAPIServer(ctx); err != nil {
+		return err
+	}
 	if err := c.record(Change{Kind: "path", Path: Conflist}); err != nil {
 		return err
 	}
 	return writeJSON(Conflist, c.primaryNetwork())
 }
 
-// primaryNetwork is the node's pod network: a bridge not attached to any NIC (pods need an eth0
-// with an address, nothing more), host-local IPAM with its leases under Base.
+// podNetworkToAPIServer connects the pod network and the API server both ways, for pods that
+// are API clients or webhooks (memif-webhook), without kube-proxy and without the API server
+// leaving 127.0.0.1:
+//   - the bridge is made here (the bridge plugin takes an existing one) with BridgeIP, so the
+//     host, and the API server calling a webhook at its endpoint's pod IP
+//     (--enable-aggregator-routing), reaches the pods over the connected route;
+//   - pods route the service range to BridgeIP (primaryNetwork), and this PREROUTING rule sends
+//     the `kubernetes` Service (10.96.0.1:443, KUBERNETES_SERVICE_HOST) to 127.0.0.1:6443, like
+//     kube-proxy's rule for it. DNAT to a loopback address needs route_localnet on the bridge
+//     (only there; the setting goes with the bridge when Down deletes it).
+//
+// The bridge plugin keeps isGateway false, so it does not switch on IP forwarding host-wide:
+// nothing is forwarded, everything here is delivered to the host.
+func (c *Cluster) podNetworkToAPIServer(ctx context.Context) error {
+	run := func(args ...string) error {
+		if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", Bridge)); err != nil {
+		if err := run("ip", "link", "add", Bridge, "type", "bridge"); err != nil {
+			return err
+		}
+	}
+	if err := run("ip", "addr", "replace", BridgeIP+"/"+strings.SplitN(PodSubnet, "/", 2)[1], "dev", Bridge); err != nil {
+		return err
+	}
+	if err := run("ip", "link", "set", Bridge, "up"); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join("/proc/sys/net/ipv4/conf", Bridge, "route_localnet"), []byte("1"), 0o644); err != nil {
+		return err
+	}
+	spec := []string{"-i", Bridge, "-s", PodSubnet, "-d", ServiceIP + "/32", "-p", "tcp", "--dport", "443",
+		"-m", "comment", "--comment", "memifnet-cluster: kubernetes Service from pods -> kube-apiserver",
+		"-j", "DNAT", "--to-destination", "127.0.0.1:" + strconv.Itoa(APIServerPort)}
+	if err := c.record(Change{Kind: "iptables", Args: append([]string{"nat", "PREROUTING"}, spec...)}); err != nil {
+		return err
+	}
+	if err := run(append([]string{"iptables", "-t", "nat", "-A", "PREROUTING"}, spec...)...); err != nil {
+		return err
+	}
+	// route_localnet also lets a pod address 127.0.0.1 itself (a route via the bridge): it would
+	// reach etcd, the kubelet and every other loopback-only port of the node. Only the rule above
+	// may bring pod traffic to loopback (kube-proxy guards its own route_localnet the same way,
+	// CVE-2020-8558).
+	guard := []string{"-i", Bridge, "-d", "127.0.0.0/8", "-m", "conntrack", "!", "--ctstate", "DNAT",
+		"-m", "comment", "--comment", "memifnet-cluster: pods reach loopback only through the kubernetes Service",
+		"-j", "DROP"}
+	if err := c.record(Change{Kind: "iptables", Args: append([]string{"filter", "INPUT"}, guard...)}); err != nil {
+		return err
+	}
+	return run(append([]string{"iptables", "-t", "filter", "-I", "INPUT"}, guard...)...)
+}
+
+// primaryNetwork is the node's pod network: a bridge not attached to any NIC, host-local IPAM
+// with its leases under Base; pods route the service range to the host (podNetworkToAPIServer).
 func (c *Cluster) primaryNetwork() map[string]any {
 	return map[string]any{
 		"cniVersion": "1.0.0",
@@ -91,7 +150,9 @@ func (c *Cluster) primaryNetwork() map[string]any {
 			map[string]any{
 				"type": "bridge", "bridge": Bridge, "isGateway": false, "ipMasq": false,
 				"ipam": map[string]any{
-					"type": "host-local", "ranges": [][]map[string]string{{{"subnet": PodSubnet}}},
+					"type":    "host-local",
+					"ranges":  [][]map[string]string{{{"subnet": PodSubnet, "gateway": BridgeIP}}},
+					"routes":  []map[string]string{{"dst": ServiceCIDR}},
 					"dataDir": c.Path("cni", "ipam"),
 				},
 			},

@@ -25,7 +25,7 @@ type Snapshot struct {
 }
 
 // programs whose processes must not outlive the cluster.
-var clusterPrograms = regexp.MustCompile(`(^|/)(kube|kubelet|kube-apiserver|kube-controller-manager|kube-scheduler|etcd|containerd|containerd-shim-runc-v2|memif-deviceplugin|memif-cni-install|memif-perf|pause|multus)$`)
+var clusterPrograms = regexp.MustCompile(`(^|/)(kube|kubelet|kube-apiserver|kube-controller-manager|kube-scheduler|etcd|containerd|containerd-shim-runc-v2|memif-deviceplugin|memif-cni-install|memif-perf|memif-webhook|pause|multus)$`)
 
 // TakeSnapshot reads the host state.
 func TakeSnapshot() (Snapshot, error) {

@@ -187,9 +187,7 @@ func (p *Provider) create(id string, node int) error {
 	if err := f.Chown(0, 0); err != nil {
 		return fmt.Errorf("create unit %s: %w", id, err)
 	}
-	if err := onNode(node, func() error {
-		return unix.Fallocate(int(f.Fd()), 0, 0, p.pool.UnitSize.Bytes)
-	}); err != nil {
+	if err := onNode(node, func() error { return fallocate(f, p.pool.UnitSize.Bytes) }); err != nil {
 		return fmt.Errorf("fault in unit %s on numa node %d: %w", id, node, err)
 	}
 	if err := d.Rename(tmp, id); err != nil {
@@ -197,6 +195,18 @@ func (p *Provider) create(id string, node int) error {
 	}
 	ok = true
 	return nil
+}
+
+// fallocate faults in size bytes of f. hugetlbfs stops between pages when a signal is pending
+// and returns EINTR (the Go runtime's preemption signals arrive at any time, more often under
+// load); pages already faulted in stay, so calling again continues where it stopped.
+func fallocate(f *os.File, size int64) error {
+	for {
+		err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+		if err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // onNode runs fn on a thread whose memory policy binds allocations to node.

@@ -240,3 +240,37 @@ func TestScrubGivesTheNextTenantANewUnit(t *testing.T) {
 		t.Fatalf("unit unhealthy after the old tenant's tricks: %v", p.Check(id))
 	}
 }
+
+// TestScrubUnderSignals scrubs 64Mi units while the process receives a stream of signals, as a
+// busy Go process does (the runtime preempts goroutines with SIGURG): hugetlbfs's fallocate
+// returns EINTR when a signal arrives between pages, which left the unit missing (unhealthy)
+// until the next scrub.
+func TestScrubUnderSignals(t *testing.T) {
+	testutil.NeedHugepages(t, 2*32)
+	pc := pool(2)
+	pc.UnitSize = config.Quantity{Bytes: 64 << 20}
+	p := newPool(t, t.TempDir(), pc)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = unix.Kill(os.Getpid(), unix.SIGURG) // the runtime's own preemption signal: ignored
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for i := range 40 {
+		id := p.Units()[i%2].ID
+		if err := p.Scrub(id); err != nil {
+			t.Fatalf("scrub %d of %s: %v", i, id, err)
+		}
+		if err := p.Check(id); err != nil {
+			t.Fatalf("after scrub %d: %v", i, err)
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package admission
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/memifnet/memifnet/cmd/memif-webhook/internal/podpolicy"
+	"github.com/memifnet/memifnet/internal/names"
+)
+
+func server(t *testing.T, objs ...runtime.Object) *httptest.Server {
+	t.Helper()
+	h := &Handler{Config: podpolicy.DefaultConfig(), Peers: APIPeers(fake.NewClientset(objs...)),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	mux := http.NewServeMux()
+	h.Register(mux)
+	s := httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func review(t *testing.T, s *httptest.Server, path string, op admissionv1.Operation, pod, old *corev1.Pod) *admissionv1.AdmissionResponse {
+	t.Helper()
+	raw, _ := json.Marshal(pod)
+	req := &admissionv1.AdmissionRequest{
+		UID: "uid-1", Operation: op, Namespace: pod.Namespace, Name: pod.Name,
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Object:   runtime.RawExtension{Raw: raw},
+	}
+	if old != nil {
+		req.OldObject.Raw, _ = json.Marshal(old)
+	}
+	body, _ := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: req})
+	resp, err := http.Post(s.URL+path, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out admissionv1.AdmissionReview
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%s: %d %v", path, resp.StatusCode, err)
+	}
+	if out.APIVersion != "admission.k8s.io/v1" || out.Kind != "AdmissionReview" || out.Response.UID != "uid-1" {
+		t.Fatalf("response %+v", out)
+	}
+	return out.Response
+}
+
+func annotated(name, ports string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: labels,
+			Annotations: map[string]string{names.PortsAnnotation: ports}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+	}
+}
+
+func placed(name, node string, phase corev1.PodPhase, links ...string) *corev1.Pod {
+	p := annotated(name, "x", map[string]string{})
+	for _, l := range links {
+		p.Labels[podpolicy.LinkLabel(l)] = "x"
+	}
+	p.Spec.NodeName, p.Status.Phase = node, phase
+	return p
+}
+
+func TestMutateEndpoint(t *testing.T) {
+	s := server(t)
+	resp := review(t, s, MutatePath, admissionv1.Create, annotated("p", "east@l1", nil), nil)
+	if !resp.Allowed || resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch {
+		t.Fatalf("%+v", resp)
+	}
+	var ops []podpolicy.Op
+	if err := json.Unmarshal(resp.Patch, &ops); err != nil || len(ops) != 3 {
+		t.Fatalf("patch %s: %v", resp.Patch, err)
+	}
+	resp = review(t, s, MutatePath, admissionv1.Create, annotated("p", `[{"name":"e","link":"l1","mode":"tap"}]`, nil), nil)
+	if resp.Allowed || resp.Result.Code != 403 || !strings.Contains(resp.Result.Message, `memifnet: metadata.annotations[memifnet.io/ports]: port 0 (e): field "mode"`) {
+		t.Fatalf("%+v", resp.Result)
+	}
+	// Updates and other resources pass the mutating endpoint untouched.
+	if resp := review(t, s, MutatePath, admissionv1.Update, annotated("p", "east@l1", nil), annotated("p", "east@l1", nil)); !resp.Allowed || resp.Patch != nil {
+		t.Fatalf("%+v", resp)
+	}
+}
+
+// Two links whose pods run on two nodes: refused with both named; pods that ended do not count.
+func TestMutateLinksOnTwoNodes(t *testing.T) {
+	otherNS := placed("other-ns", "n4", corev1.PodRunning, "l1")
+	otherNS.Namespace = "other"
+	s := server(t,
+		placed("a", "n1", corev1.PodRunning, "l1"),
+		placed("b", "n2", corev1.PodPending, "l2"),
+		placed("old", "n3", corev1.PodSucceeded, "l1"),
+		otherNS)
+	resp := review(t, s, MutatePath, admissionv1.Create, annotated("p", "x@l1,y@l2", nil), nil)
+	if resp.Allowed || !strings.Contains(resp.Result.Message, "link l1's pod ns/a runs on node n1 and link l2's pod ns/b on node n2") {
+		t.Fatalf("%+v", resp.Result)
+	}
+	s = server(t, placed("a", "n1", corev1.PodRunning, "l1"), placed("old", "n3", corev1.PodFailed, "l2"))
+	if resp := review(t, s, MutatePath, admissionv1.Create, annotated("p", "x@l1,y@l2", nil), nil); !resp.Allowed {
+		t.Fatalf("%+v", resp.Result)
+	}
+}
+
+func TestValidateEndpoint(t *testing.T) {
+	s := server(t)
+	forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "f", Namespace: "ns", Labels: map[string]string{"link.memifnet.io/l1": "x"}}}
+	resp := review(t, s, ValidatePath, admissionv1.Create, forged, nil)
+	if resp.Allowed || !strings.Contains(resp.Result.Message, "metadata.labels[link.memifnet.io/l1]") {
+		t.Fatalf("%+v", resp.Result)
+	}
+	old := annotated("p", "east@l1", nil)
+	changed := annotated("p", "east@l2", nil)
+	resp = review(t, s, ValidatePath, admissionv1.Update, changed, old)
+	if resp.Allowed || !strings.Contains(resp.Result.Message, "cannot change") {
+		t.Fatalf("%+v", resp.Result)
+	}
+	ok := annotated("p", "east@l1", map[string]string{"link.memifnet.io/l1": "east"})
+	ok.Spec.Containers[0].Resources.Limits = corev1.ResourceList{names.SocketResource: resource.MustParse("1")}
+	if resp := review(t, s, ValidatePath, admissionv1.Create, ok, nil); !resp.Allowed {
+		t.Fatalf("%+v", resp.Result)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	s := server(t)
+	for _, body := range []string{"", "{}", "not json"} {
+		resp, err := http.Post(s.URL+MutatePath, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%q: %d", body, resp.StatusCode)
+		}
+	}
+	if resp, err := http.Get(s.URL + MutatePath); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET: %v %v", resp, err)
+	}
+}

@@ -1,0 +1,384 @@
+// Package podpolicy is what the admission webhook decides about a pod that carries the
+// memifnet.io/ports annotation, without any I/O: the annotation is parsed by internal/ports (the
+// parser memif-cni uses, so the messages are the same), the socket and pool limits are derived
+// from it or checked against it, and each link becomes a label and a required pod affinity that
+// puts the link's pods on one node. The caller looks up the link's existing pods (Peer) and
+// passes them in.
+package podpolicy
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/ports"
+)
+
+// HostnameKey is the topology key of the link affinity: one node.
+const HostnameKey = "kubernetes.io/hostname"
+
+// Config is what the cluster's device plugin offers.
+type Config struct {
+	// Pool is the hugepage pool resource a zero-copy port needs one unit of
+	// (names.ResourcePrefix + pool name).
+	Pool corev1.ResourceName
+}
+
+// DefaultConfig asks for the pool the device plugin offers without a config.
+func DefaultConfig() Config {
+	return Config{Pool: corev1.ResourceName(names.ResourcePrefix + names.DefaultPool)}
+}
+
+// Peer is an existing pod of a link, placed on a node.
+type Peer struct {
+	Link, Namespace, Name, Node string
+}
+
+// Op is one JSON patch (RFC 6902) operation.
+type Op struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// Refusal is a reason to refuse the pod, for its author: it names the field.
+type Refusal struct{ msg string }
+
+func (r *Refusal) Error() string { return r.msg }
+
+func refuse(format string, a ...any) error { return &Refusal{fmt.Sprintf(format, a...)} }
+
+// LinkLabel is the label key of a link's pods.
+func LinkLabel(link string) string { return names.LinkLabelPrefix + link }
+
+// Ports parses the pod's annotation; ok is false when the pod has none.
+func Ports(pod *corev1.Pod) (ps []ports.Port, ok bool, err error) {
+	v, ok := pod.Annotations[names.PortsAnnotation]
+	if !ok {
+		return nil, false, nil
+	}
+	ps, err = ports.Parse(v)
+	if err != nil {
+		return nil, true, &Refusal{"metadata.annotations[" + names.PortsAnnotation + "]: " + strings.TrimPrefix(err.Error(), "annotation "+names.PortsAnnotation+": ")}
+	}
+	return ps, true, nil
+}
+
+// Links is the link names of the ports, sorted.
+func Links(ps []ports.Port) []string {
+	var ls []string
+	for _, p := range ps {
+		if p.Link != "" {
+			ls = append(ls, p.Link)
+		}
+	}
+	sort.Strings(ls)
+	return ls
+}
+
+// Mutate returns the patch that makes an annotated pod schedulable as its annotation says: the
+// socket limit (one slot per port) and the pool limit (one unit per zero-copy port) where the pod
+// set none, one label per link and a required pod affinity to each link's pods on the hostname
+// topology. It refuses limits that contradict the annotation, link labels the annotation does not
+// name, and links whose peers already run on different nodes. A pod without the annotation gets
+// no patch. peers are the existing pods of the pod's links (any order; the pod itself excluded).
+func Mutate(pod *corev1.Pod, cfg Config, peers []Peer) ([]Op, error) {
+	ps, ok, err := Ports(pod)
+	if !ok || err != nil {
+		return nil, err
+	}
+	if err := checkLabels(pod, ps); err != nil {
+		return nil, err
+	}
+	if err := checkPeers(ps, peers); err != nil {
+		return nil, err
+	}
+	if len(pod.Spec.Containers) == 0 {
+		return nil, refuse("spec.containers: empty; the memif ports go to the first container")
+	}
+	var ops []Op
+	lim, err := limitOps(pod, cfg, ps)
+	if err != nil {
+		return nil, err
+	}
+	ops = append(ops, lim...)
+	ops = append(ops, labelOps(pod, ps)...)
+	ops = append(ops, affinityOps(pod, ps)...)
+	return ops, nil
+}
+
+// Validate checks the pod as it will be stored (after every mutating webhook): a valid
+// annotation, socket and pool limits that cover it, and link labels only for its own links.
+func Validate(pod *corev1.Pod, cfg Config) error {
+	ps, ok, err := Ports(pod)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// Sent only because it carries a link label: that is the webhook's to set.
+		return checkLabels(pod, nil)
+	}
+	if err := checkLabels(pod, ps); err != nil {
+		return err
+	}
+	sockets, _ := sum(pod, names.SocketResource)
+	if sockets < int64(len(ps)) {
+		return refuse("spec.containers[*].resources.limits[%s]: %d in all, but annotation %s asks for %d port(s), one slot each",
+			names.SocketResource, sockets, names.PortsAnnotation, len(ps))
+	}
+	if zc := zeroCopy(ps); zc > 0 {
+		if pools := poolUnits(pod); pools < zc {
+			return refuse("spec.containers[*].resources.limits[%s*]: %d pool unit(s), but annotation %s has %d zero-copy port(s), one unit each",
+				names.ResourcePrefix, pools, names.PortsAnnotation, zc)
+		}
+	}
+	return nil
+}
+
+// ValidateUpdate refuses changes to the annotation and to link labels: the pod's limits and
+// placement were made for what it had at creation, and memif-cni reads the annotation again when
+// the sandbox is re-created.
+func ValidateUpdate(old, pod *corev1.Pod) error {
+	if old.Annotations[names.PortsAnnotation] != pod.Annotations[names.PortsAnnotation] {
+		return refuse("metadata.annotations[%s]: cannot change after the pod is created (its limits and node were chosen for the old value); create a new pod",
+			names.PortsAnnotation)
+	}
+	keys := map[string]bool{}
+	for k := range old.Labels {
+		keys[k] = true
+	}
+	for k := range pod.Labels {
+		keys[k] = true
+	}
+	for k := range keys {
+		if !strings.HasPrefix(k, names.LinkLabelPrefix) {
+			continue
+		}
+		ov, oldHas := old.Labels[k]
+		nv, newHas := pod.Labels[k]
+		if ov != nv || oldHas != newHas {
+			return refuse("metadata.labels[%s]: set by the memifnet admission webhook at creation; it cannot change", k)
+		}
+	}
+	return nil
+}
+
+func checkLabels(pod *corev1.Pod, ps []ports.Port) error {
+	own := map[string]bool{}
+	for _, l := range Links(ps) {
+		own[LinkLabel(l)] = true
+	}
+	var bad []string
+	for k := range pod.Labels {
+		if strings.HasPrefix(k, names.LinkLabelPrefix) && !own[k] {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return refuse("metadata.labels[%s]: names a link that annotation %s does not; labels under %s are set by the memifnet admission webhook from the annotation",
+			bad[0], names.PortsAnnotation, names.LinkLabelPrefix)
+	}
+	return nil
+}
+
+// checkPeers refuses a pod whose links' existing pods run on more than one node: it cannot be
+// next to all of them.
+func checkPeers(ps []ports.Port, peers []Peer) error {
+	own := map[string]bool{}
+	for _, l := range Links(ps) {
+		own[l] = true
+	}
+	first := map[string]Peer{} // node -> first peer seen there
+	var nodes []string
+	sorted := append([]Peer(nil), peers...)
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		return a.Link+"/"+a.Name < b.Link+"/"+b.Name
+	})
+	for _, p := range sorted {
+		if !own[p.Link] || p.Node == "" {
+			continue
+		}
+		if _, seen := first[p.Node]; !seen {
+			first[p.Node] = p
+			nodes = append(nodes, p.Node)
+		}
+	}
+	if len(nodes) < 2 {
+		return nil
+	}
+	a, b := first[nodes[0]], first[nodes[1]]
+	return refuse("metadata.annotations[%s]: link %s's pod %s/%s runs on node %s and link %s's pod %s/%s on node %s; both ends of a link must share a node, so one pod cannot join both links",
+		names.PortsAnnotation, a.Link, a.Namespace, a.Name, a.Node, b.Link, b.Namespace, b.Name, b.Node)
+}
+
+func zeroCopy(ps []ports.Port) int64 {
+	var n int64
+	for _, p := range ps {
+		if p.ZeroCopy {
+			n++
+		}
+	}
+	return n
+}
+
+// sum adds up a resource's limits over the containers; set says whether any container names it.
+func sum(pod *corev1.Pod, rn corev1.ResourceName) (total int64, set bool) {
+	for _, c := range pod.Spec.Containers {
+		if q, ok := c.Resources.Limits[rn]; ok {
+			total += q.Value()
+			set = true
+		}
+	}
+	return total, set
+}
+
+// poolUnits adds up every memifnet.io pool resource's limits (any pool serves zero-copy).
+func poolUnits(pod *corev1.Pod) int64 {
+	var n int64
+	for _, c := range pod.Spec.Containers {
+		for rn, q := range c.Resources.Limits {
+			if strings.HasPrefix(string(rn), names.ResourcePrefix) && rn != names.SocketResource {
+				n += q.Value()
+			}
+		}
+	}
+	return n
+}
+
+// escape makes a map key a JSON pointer token (RFC 6901).
+func escape(s string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(s) }
+
+func limitOps(pod *corev1.Pod, cfg Config, ps []ports.Port) ([]Op, error) {
+	add := corev1.ResourceList{}
+	sockets, set := sum(pod, names.SocketResource)
+	switch {
+	case !set:
+		add[names.SocketResource] = *resource.NewQuantity(int64(len(ps)), resource.DecimalSI)
+	case sockets < int64(len(ps)):
+		return nil, refuse("spec.containers[*].resources.limits[%s]: %d in all, but annotation %s asks for %d port(s), one slot each; remove the limit (the webhook sets it) or set %d",
+			names.SocketResource, sockets, names.PortsAnnotation, len(ps), len(ps))
+	}
+	if zc := zeroCopy(ps); zc > 0 {
+		units := poolUnits(pod)
+		_, poolSet := sum(pod, cfg.Pool)
+		switch {
+		case units >= zc:
+		case units == 0 && !poolSet:
+			add[cfg.Pool] = *resource.NewQuantity(zc, resource.DecimalSI)
+		default:
+			return nil, refuse("spec.containers[*].resources.limits[%s]: %d pool unit(s) in all, but annotation %s has %d zero-copy port(s), one unit each; remove the limit (the webhook sets it) or set %d",
+				cfg.Pool, units, names.PortsAnnotation, zc, zc)
+		}
+	}
+	if len(add) == 0 {
+		return nil, nil
+	}
+	// Extended resources: requests default to limits, and must equal them when set.
+	c := pod.Spec.Containers[0]
+	var ops []Op
+	for _, field := range []struct {
+		name string
+		list corev1.ResourceList
+	}{{"limits", c.Resources.Limits}, {"requests", c.Resources.Requests}} {
+		base := "/spec/containers/0/resources/" + field.name
+		if field.list == nil {
+			if field.name == "requests" {
+				continue // defaulted from the limits
+			}
+			m := map[string]string{}
+			for rn, q := range add {
+				m[string(rn)] = q.String()
+			}
+			ops = append(ops, Op{Op: "add", Path: base, Value: m})
+			continue
+		}
+		for _, rn := range sortedNames(add) {
+			q := add[rn]
+			ops = append(ops, Op{Op: "add", Path: base + "/" + escape(string(rn)), Value: q.String()})
+		}
+	}
+	return ops, nil
+}
+
+func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
+	var out []corev1.ResourceName
+	for rn := range l {
+		out = append(out, rn)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func labelOps(pod *corev1.Pod, ps []ports.Port) []Op {
+	labels := map[string]string{}
+	for _, p := range ps {
+		if p.Link != "" {
+			labels[LinkLabel(p.Link)] = p.Name
+		}
+	}
+	if len(labels) == 0 {
+		return nil
+	}
+	if pod.Labels == nil {
+		return []Op{{Op: "add", Path: "/metadata/labels", Value: labels}}
+	}
+	var ops []Op
+	for _, l := range Links(ps) {
+		k := LinkLabel(l)
+		ops = append(ops, Op{Op: "add", Path: "/metadata/labels/" + escape(k), Value: labels[k]})
+	}
+	return ops
+}
+
+// AffinityTerm is the required pod affinity term of a link: on the node of the link's pods (in
+// the pod's namespace, where link names live).
+func AffinityTerm(link string) corev1.PodAffinityTerm {
+	return corev1.PodAffinityTerm{
+		LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key: LinkLabel(link), Operator: metav1.LabelSelectorOpExists,
+		}}},
+		TopologyKey: HostnameKey,
+	}
+}
+
+func affinityOps(pod *corev1.Pod, ps []ports.Port) []Op {
+	// Terms already there are not added again: the webhook may be called again on its own
+	// result (reinvocationPolicy IfNeeded), or see a pod copied from a mutated one.
+	var have []corev1.PodAffinityTerm
+	if a := pod.Spec.Affinity; a != nil && a.PodAffinity != nil {
+		have = a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	}
+	var terms []corev1.PodAffinityTerm
+	for _, l := range Links(ps) {
+		term := AffinityTerm(l)
+		if !slices.ContainsFunc(have, func(h corev1.PodAffinityTerm) bool { return equality.Semantic.DeepEqual(h, term) }) {
+			terms = append(terms, term)
+		}
+	}
+	if len(terms) == 0 {
+		return nil
+	}
+	a := pod.Spec.Affinity
+	switch {
+	case a == nil:
+		return []Op{{Op: "add", Path: "/spec/affinity", Value: &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: terms}}}}
+	case a.PodAffinity == nil:
+		return []Op{{Op: "add", Path: "/spec/affinity/podAffinity", Value: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: terms}}}
+	case a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil:
+		return []Op{{Op: "add", Path: "/spec/affinity/podAffinity/requiredDuringSchedulingIgnoredDuringExecution", Value: terms}}
+	}
+	var ops []Op
+	for _, t := range terms {
+		ops = append(ops, Op{Op: "add", Path: "/spec/affinity/podAffinity/requiredDuringSchedulingIgnoredDuringExecution/-", Value: t})
+	}
+	return ops
+}

@@ -1,0 +1,356 @@
+package podpolicy
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/memifnet/memifnet/internal/names"
+)
+
+func pod(annotation string, limits corev1.ResourceList) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "app", Resources: corev1.ResourceRequirements{Limits: limits}},
+			{Name: "side"},
+		}},
+	}
+	if annotation != "" {
+		p.Annotations = map[string]string{names.PortsAnnotation: annotation}
+	}
+	return p
+}
+
+// apply applies a JSON patch of "add" operations (all Mutate makes) to a pod, the way the API
+// server does (RFC 6902: add on an object member sets it, "-" appends to an array), and decodes
+// the result strictly into a Pod.
+func apply(t *testing.T, p *corev1.Pod, ops []Op) *corev1.Pod {
+	t.Helper()
+	b, _ := json.Marshal(p)
+	var doc any
+	json.Unmarshal(b, &doc)
+	patch, _ := json.Marshal(ops) // through JSON, as the API server receives it
+	var raw []struct {
+		Op    string          `json:"op"`
+		Path  string          `json:"path"`
+		Value json.RawMessage `json:"value"`
+	}
+	json.Unmarshal(patch, &raw)
+	for _, op := range raw {
+		if op.Op != "add" {
+			t.Fatalf("op %q", op.Op)
+		}
+		var v any
+		if err := json.Unmarshal(op.Value, &v); err != nil {
+			t.Fatalf("%s: %v", op.Path, err)
+		}
+		toks := strings.Split(op.Path, "/")[1:]
+		for i := range toks {
+			toks[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(toks[i])
+		}
+		cur := doc
+		for _, tok := range toks[:len(toks)-1] {
+			switch c := cur.(type) {
+			case map[string]any:
+				var ok bool
+				if cur, ok = c[tok]; !ok {
+					t.Fatalf("%s: parent %q missing", op.Path, tok)
+				}
+			case []any:
+				i, err := strconv.Atoi(tok)
+				if err != nil || i >= len(c) {
+					t.Fatalf("%s: bad index %q", op.Path, tok)
+				}
+				cur = c[i]
+			}
+		}
+		last := toks[len(toks)-1]
+		switch c := cur.(type) {
+		case map[string]any:
+			c[last] = v
+		case []any:
+			if last != "-" {
+				t.Fatalf("%s: only appends expected", op.Path)
+			}
+			// Appending needs the parent's reference: redo the walk on the parent map.
+			parent := doc
+			for _, tok := range toks[:len(toks)-2] {
+				switch pc := parent.(type) {
+				case map[string]any:
+					parent = pc[tok]
+				case []any:
+					i, _ := strconv.Atoi(tok)
+					parent = pc[i]
+				}
+			}
+			parent.(map[string]any)[toks[len(toks)-2]] = append(c, v)
+		default:
+			t.Fatalf("%s: parent is %T", op.Path, cur)
+		}
+	}
+	b, _ = json.Marshal(doc)
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	var out corev1.Pod
+	if err := dec.Decode(&out); err != nil {
+		t.Fatalf("patched pod does not decode: %v\n%s", err, b)
+	}
+	return &out
+}
+
+func limit(c corev1.Container, rn corev1.ResourceName) string {
+	q, ok := c.Resources.Limits[rn]
+	if !ok {
+		return "unset"
+	}
+	return q.String()
+}
+
+func q(s string) resource.Quantity { return resource.MustParse(s) }
+
+// An annotation-only pod gets its slots, a pool unit per zero-copy port, a label per link and a
+// required affinity to each link's pods on one node; what it had stays.
+func TestMutateAnnotationOnly(t *testing.T) {
+	p := pod(`[{"name":"east","link":"l1","zeroCopy":true},{"name":"west","link":"l2"},{"name":"up","peer":"host"}]`, nil)
+	p.Labels = map[string]string{"app": "x"}
+	ops, err := Mutate(p, DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := apply(t, p, ops)
+	app := got.Spec.Containers[0]
+	if limit(app, names.SocketResource) != "3" || limit(app, "memifnet.io/hugepool") != "1" {
+		t.Errorf("limits %v, want 3 sockets and 1 hugepool unit", app.Resources.Limits)
+	}
+	if len(got.Spec.Containers[1].Resources.Limits) != 0 {
+		t.Errorf("second container got limits %v", got.Spec.Containers[1].Resources.Limits)
+	}
+	want := map[string]string{"app": "x", "link.memifnet.io/l1": "east", "link.memifnet.io/l2": "west"}
+	if len(got.Labels) != len(want) {
+		t.Errorf("labels %v, want %v", got.Labels, want)
+	}
+	for k, v := range want {
+		if got.Labels[k] != v {
+			t.Errorf("label %s=%q, want %q", k, got.Labels[k], v)
+		}
+	}
+	terms := got.Spec.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	if len(terms) != 2 {
+		t.Fatalf("affinity terms %+v", terms)
+	}
+	for i, l := range []string{"l1", "l2"} {
+		tm := terms[i]
+		if tm.TopologyKey != "kubernetes.io/hostname" || len(tm.Namespaces) != 0 || tm.NamespaceSelector != nil ||
+			len(tm.LabelSelector.MatchExpressions) != 1 || tm.LabelSelector.MatchExpressions[0].Key != "link.memifnet.io/"+l ||
+			tm.LabelSelector.MatchExpressions[0].Operator != metav1.LabelSelectorOpExists {
+			t.Errorf("term %d: %+v", i, tm)
+		}
+		// The pod matches its own term: the scheduler lets the first pod of a link go anywhere.
+		if _, ok := got.Labels[tm.LabelSelector.MatchExpressions[0].Key]; !ok {
+			t.Errorf("pod does not match its own term %d", i)
+		}
+	}
+	if err := Validate(got, DefaultConfig()); err != nil {
+		t.Errorf("the mutated pod does not validate: %v", err)
+	}
+	// Called again on its own result (reinvocation), it changes nothing but re-setting labels.
+	again, err := Mutate(got, DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range again {
+		if !strings.HasPrefix(op.Path, "/metadata/labels/") {
+			t.Errorf("second pass: %+v", op)
+		}
+	}
+	if twice := apply(t, got, again); len(twice.Spec.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 2 ||
+		limit(twice.Spec.Containers[0], names.SocketResource) != "3" {
+		t.Errorf("second pass changed the pod: %+v", twice.Spec)
+	}
+}
+
+// Existing maps and lists are extended, not replaced: requests get the extended resources too
+// (they must equal the limits when set), other affinity terms stay.
+func TestMutateKeepsWhatIsThere(t *testing.T) {
+	p := pod(`east@l1`, corev1.ResourceList{"cpu": q("1")})
+	p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{"cpu": q("500m")}
+	other := corev1.PodAffinityTerm{TopologyKey: "zone", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}}
+	p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{other}}}
+	ops, err := Mutate(p, DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := apply(t, p, ops)
+	c := got.Spec.Containers[0]
+	if limit(c, "cpu") != "1" || limit(c, names.SocketResource) != "1" {
+		t.Errorf("limits %v", c.Resources.Limits)
+	}
+	if r := c.Resources.Requests[names.SocketResource]; r.String() != "1" || c.Resources.Requests.Cpu().String() != "500m" {
+		t.Errorf("requests %v", c.Resources.Requests)
+	}
+	terms := got.Spec.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	if len(terms) != 2 || terms[0].TopologyKey != "zone" || terms[1].TopologyKey != HostnameKey {
+		t.Errorf("terms %+v", terms)
+	}
+	if got.Labels["link.memifnet.io/l1"] != "east" {
+		t.Errorf("labels %v", got.Labels)
+	}
+	// Partial affinity structs are filled at the right depth.
+	for _, a := range []*corev1.Affinity{{}, {PodAffinity: &corev1.PodAffinity{}}, {NodeAffinity: &corev1.NodeAffinity{}}} {
+		p := pod(`east@l1`, nil)
+		p.Spec.Affinity = a
+		ops, err := Mutate(p, DefaultConfig(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := apply(t, p, ops); len(got.Spec.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+			t.Errorf("affinity %+v -> %+v", a, got.Spec.Affinity)
+		}
+	}
+}
+
+// Limits that cover the annotation are kept as they are (more slots than ports are allowed, the
+// extra ones stay unused); host-only ports get no label or affinity.
+func TestMutateKeepsSufficientLimits(t *testing.T) {
+	p := pod(`up`, corev1.ResourceList{names.SocketResource: q("2")})
+	ops, err := Mutate(p, DefaultConfig(), nil)
+	if err != nil || len(ops) != 0 {
+		t.Fatalf("ops %+v, %v; want none", ops, err)
+	}
+	// Limits in another container count.
+	p = pod(`[{"name":"a","link":"l","zeroCopy":true}]`, nil)
+	p.Spec.Containers[1].Resources.Limits = corev1.ResourceList{names.SocketResource: q("1"), "memifnet.io/bigpool": q("1")}
+	ops, err = Mutate(p, DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := apply(t, p, ops); limit(got.Spec.Containers[0], names.SocketResource) != "unset" || len(got.Spec.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+		t.Errorf("got %+v", got.Spec)
+	}
+}
+
+func TestMutateConfiguredPool(t *testing.T) {
+	p := pod(`[{"name":"a","link":"l","zeroCopy":true},{"name":"b","peer":"host","zeroCopy":true}]`, nil)
+	ops, err := Mutate(p, Config{Pool: "memifnet.io/bigpool"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := apply(t, p, ops); limit(got.Spec.Containers[0], "memifnet.io/bigpool") != "2" {
+		t.Errorf("limits %v", got.Spec.Containers[0].Resources.Limits)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		pod    *corev1.Pod
+		peers  []Peer
+		labels map[string]string
+		want   string
+	}{
+		{name: "bad annotation", pod: pod(`[{"name":"a","link":"l","ringSize":1000}]`, nil),
+			want: `metadata.annotations[memifnet.io/ports]: port 0 (a): field "ringSize": 1000 must be a power of two`},
+		{name: "unknown field", pod: pod(`[{"name":"a","link":"l","colour":1}]`, nil),
+			want: `metadata.annotations[memifnet.io/ports]: port 0: unknown field "colour"`},
+		{name: "too few sockets", pod: pod(`a@l,b`, corev1.ResourceList{names.SocketResource: q("1")}),
+			want: `spec.containers[*].resources.limits[memifnet.io/socket]: 1 in all, but annotation memifnet.io/ports asks for 2 port(s)`},
+		{name: "zero sockets", pod: pod(`a@l`, corev1.ResourceList{names.SocketResource: q("0")}),
+			want: `limits[memifnet.io/socket]: 0 in all`},
+		{name: "pool set to zero", pod: pod(`[{"name":"a","link":"l","zeroCopy":true}]`, corev1.ResourceList{"memifnet.io/hugepool": q("0")}),
+			want: `spec.containers[*].resources.limits[memifnet.io/hugepool]: 0 pool unit(s) in all, but annotation memifnet.io/ports has 1 zero-copy port(s)`},
+		{name: "forged link label", pod: pod(`a@mine`, nil), labels: map[string]string{"link.memifnet.io/theirs": "x"},
+			want: `metadata.labels[link.memifnet.io/theirs]: names a link that annotation memifnet.io/ports does not`},
+		{name: "peers on two nodes", pod: pod(`a@l1,b@l2`, nil),
+			peers: []Peer{{Link: "l2", Namespace: "ns", Name: "q", Node: "n2"}, {Link: "l1", Namespace: "ns", Name: "p", Node: "n1"}, {Link: "l1", Namespace: "ns", Name: "unplaced"}},
+			want:  `link l1's pod ns/p runs on node n1 and link l2's pod ns/q on node n2`},
+		{name: "no containers", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{names.PortsAnnotation: "a"}}},
+			want: `spec.containers: empty`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.labels != nil {
+				tc.pod.Labels = tc.labels
+			}
+			ops, err := Mutate(tc.pod, DefaultConfig(), tc.peers)
+			var r *Refusal
+			if !errors.As(err, &r) || !strings.Contains(err.Error(), tc.want) || ops != nil {
+				t.Errorf("Mutate: %v (ops %+v), want a refusal containing %q", err, ops, tc.want)
+			}
+		})
+	}
+}
+
+// Peers of one link on one node, or of other links, are fine.
+func TestPeersOnOneNode(t *testing.T) {
+	p := pod(`a@l1,b@l2`, nil)
+	peers := []Peer{{Link: "l1", Name: "p", Node: "n1"}, {Link: "l2", Name: "q", Node: "n1"}, {Link: "other", Name: "r", Node: "n2"}}
+	if _, err := Mutate(p, DefaultConfig(), peers); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNoAnnotationNoPatch(t *testing.T) {
+	ops, err := Mutate(pod("", nil), DefaultConfig(), nil)
+	if err != nil || ops != nil {
+		t.Fatalf("%+v, %v", ops, err)
+	}
+}
+
+// Validate sees the stored object: a later mutating webhook or a pod sent only for a label does
+// not get past it.
+func TestValidate(t *testing.T) {
+	ok := pod(`a@l`, corev1.ResourceList{names.SocketResource: q("1")})
+	ok.Labels = map[string]string{"link.memifnet.io/l": "a"}
+	if err := Validate(ok, DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	noAnn := pod("", nil)
+	noAnn.Labels = map[string]string{"link.memifnet.io/l": "a"}
+	for name, tc := range map[string]struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		"label without annotation": {noAnn, "metadata.labels[link.memifnet.io/l]"},
+		"limits removed":           {pod(`a@l`, nil), "limits[memifnet.io/socket]: 0 in all"},
+		"pool missing":             {pod(`[{"name":"a","peer":"host","zeroCopy":true}]`, corev1.ResourceList{names.SocketResource: q("1")}), "1 zero-copy port(s)"},
+		"bad annotation":           {pod(`A@l`, nil), `field "name"`},
+	} {
+		if err := Validate(tc.pod, DefaultConfig()); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+}
+
+func TestValidateUpdate(t *testing.T) {
+	old := pod(`a@l`, nil)
+	old.Labels = map[string]string{"link.memifnet.io/l": "a", "app": "x"}
+	same := old.DeepCopy()
+	same.Labels["app"] = "y"
+	if err := ValidateUpdate(old, same); err != nil {
+		t.Fatal(err)
+	}
+	ann := old.DeepCopy()
+	ann.Annotations[names.PortsAnnotation] = "a@l,b@m"
+	relabel := old.DeepCopy()
+	delete(relabel.Labels, "link.memifnet.io/l")
+	forged := old.DeepCopy()
+	forged.Labels["link.memifnet.io/m"] = "a"
+	for name, tc := range map[string]struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		"annotation changed": {ann, "metadata.annotations[memifnet.io/ports]: cannot change"},
+		"label removed":      {relabel, "metadata.labels[link.memifnet.io/l]"},
+		"label added":        {forged, "metadata.labels[link.memifnet.io/m]"},
+	} {
+		if err := ValidateUpdate(old, tc.pod); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+}

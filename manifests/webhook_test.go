@@ -1,0 +1,228 @@
+package manifests
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/memifnet/memifnet/internal/names"
+)
+
+// webhookName names the webhook's Deployment, Service, ServiceAccount, roles, Lease and both
+// webhook configurations.
+const (
+	webhookName   = "memifnet-webhook"
+	webhookSecret = "memifnet-webhook-tls"
+)
+
+func find[T any](t *testing.T, objs []any, name string, get func(T) string) T {
+	t.Helper()
+	for _, o := range objs {
+		if v, ok := o.(T); ok && get(v) == name {
+			return v
+		}
+	}
+	var zero T
+	t.Fatalf("no %T %s", zero, name)
+	return zero
+}
+
+// The webhook as docs/webhook.md describes it, in every overlay: two replicas, a PDB, hardened
+// like the node agent, its flags naming the objects it writes, the Service and the
+// configurations pointing at each other, only annotated pods sent, failurePolicy Fail.
+func TestWebhook(t *testing.T) {
+	for _, dir := range overlays {
+		t.Run(dir, func(t *testing.T) {
+			objs := build(t, dir)
+			dep := find(t, objs, webhookName, func(d *appsv1.Deployment) string { return d.Name })
+			spec := dep.Spec.Template.Spec
+			if dep.Namespace != namespace || dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
+				t.Errorf("Deployment %s/%s replicas %v, want 2 in %s", dep.Namespace, dep.Name, dep.Spec.Replicas, namespace)
+			}
+			if ru := dep.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
+				t.Error("a rollout must keep every replica until its replacement is ready (maxUnavailable 0)")
+			}
+			if spec.HostNetwork || spec.ServiceAccountName != webhookName {
+				t.Errorf("hostNetwork %v, serviceAccountName %q", spec.HostNetwork, spec.ServiceAccountName)
+			}
+			if spec.SecurityContext.RunAsNonRoot == nil || !*spec.SecurityContext.RunAsNonRoot {
+				t.Error("the webhook must run as non-root")
+			}
+			sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+			if err != nil || !sel.Matches(labels.Set(dep.Spec.Template.Labels)) {
+				t.Fatalf("selector %v does not match the template's labels", dep.Spec.Selector)
+			}
+			c := container(t, spec.Containers, "webhook")
+			if c.Image != image+":"+imageTag || !slices.Equal(c.Command, []string{"/usr/local/bin/memif-webhook"}) {
+				t.Errorf("image %s command %q", c.Image, c.Command)
+			}
+			if c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+				t.Error("memory requests and limits must be set")
+			}
+			for flag, want := range map[string]string{"service": webhookName, "secret": webhookSecret, "configuration": webhookName, "lease": webhookName} {
+				if v, _ := flagValue(c.Args, flag); v != want {
+					t.Errorf("--%s=%q, want %s", flag, v, want)
+				}
+			}
+			// The pool flag names a pool the device plugin offers.
+			pool, _ := flagValue(c.Args, "pool")
+			if _, ok := poolBytes(t, objs)["2Mi"]; !ok || pool != names.DefaultPool {
+				t.Errorf("--pool=%q: not the device plugin's pool", pool)
+			}
+			ports := map[string]int32{}
+			for _, p := range c.Ports {
+				ports[p.Name] = p.ContainerPort
+			}
+			listen, _ := flagValue(c.Args, "listen")
+			health, _ := flagValue(c.Args, "health-listen")
+			if listen != ":8443" || ports["https"] != 8443 || health != ":9103" || ports["health"] != 9103 {
+				t.Errorf("--listen=%s --health-listen=%s, ports %v", listen, health, ports)
+			}
+			if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.IntValue() != 9103 {
+				t.Errorf("readiness probe %+v", p)
+			}
+			if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.IntValue() != 9103 {
+				t.Errorf("liveness probe %+v", p)
+			}
+			// The token reaches the webhook read-only at the in-cluster path, by projection.
+			var tokenVol string
+			for _, m := range c.VolumeMounts {
+				if m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount" && m.ReadOnly {
+					tokenVol = m.Name
+				}
+			}
+			if len(c.VolumeMounts) != 1 || tokenVol == "" {
+				t.Errorf("mounts %+v: want only the projected token, read-only", c.VolumeMounts)
+			}
+			for _, v := range spec.Volumes {
+				if v.Name == tokenVol && (v.Projected == nil || len(v.Projected.Sources) != 3 || v.Projected.Sources[0].ServiceAccountToken == nil) {
+					t.Errorf("volume %s: want a projected token, CA and namespace", v.Name)
+				}
+			}
+			pdb := find(t, objs, webhookName, func(p *policyv1.PodDisruptionBudget) string { return p.Name })
+			psel, _ := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+			if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || !psel.Matches(labels.Set(dep.Spec.Template.Labels)) {
+				t.Errorf("PDB %+v: want minAvailable 1 of the webhook's pods", pdb.Spec)
+			}
+			svc := find(t, objs, webhookName, func(s *corev1.Service) string { return s.Name })
+			if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(dep.Spec.Template.Labels)) || len(svc.Spec.Ports) != 1 ||
+				svc.Spec.Ports[0].TargetPort.String() != "https" || svc.Namespace != namespace {
+				t.Errorf("Service %+v does not reach the webhook's https port", svc.Spec)
+			}
+			checkConfigurations(t, objs, svc)
+			checkWebhookRBAC(t, objs)
+		})
+	}
+}
+
+func checkConfigurations(t *testing.T, objs []any, svc *corev1.Service) {
+	t.Helper()
+	m := find(t, objs, webhookName, func(c *admissionregv1.MutatingWebhookConfiguration) string { return c.Name })
+	v := find(t, objs, webhookName, func(c *admissionregv1.ValidatingWebhookConfiguration) string { return c.Name })
+	type hook struct {
+		cc    admissionregv1.WebhookClientConfig
+		fail  *admissionregv1.FailurePolicyType
+		side  *admissionregv1.SideEffectClass
+		ns    *metav1.LabelSelector
+		conds []admissionregv1.MatchCondition
+		rules []admissionregv1.RuleWithOperations
+		path  string
+	}
+	var hooks []hook
+	for _, w := range m.Webhooks {
+		hooks = append(hooks, hook{w.ClientConfig, w.FailurePolicy, w.SideEffects, w.NamespaceSelector, w.MatchConditions, w.Rules, "/mutate"})
+	}
+	for _, w := range v.Webhooks {
+		hooks = append(hooks, hook{w.ClientConfig, w.FailurePolicy, w.SideEffects, w.NamespaceSelector, w.MatchConditions, w.Rules, "/validate"})
+	}
+	if len(hooks) != 2 {
+		t.Fatalf("%d webhooks, want one mutating and one validating", len(hooks))
+	}
+	for _, h := range hooks {
+		s := h.cc.Service
+		if s == nil || s.Name != svc.Name || s.Namespace != svc.Namespace || s.Port == nil || *s.Port != svc.Spec.Ports[0].Port ||
+			s.Path == nil || *s.Path != h.path || len(h.cc.CABundle) != 0 || h.cc.URL != nil {
+			t.Errorf("%s: clientConfig %+v: want the Service, path %s, no caBundle (the webhook injects it)", h.path, h.cc, h.path)
+		}
+		if h.fail == nil || *h.fail != admissionregv1.Fail || h.side == nil || *h.side != admissionregv1.SideEffectClassNone {
+			t.Errorf("%s: failurePolicy %v sideEffects %v, want Fail and None", h.path, h.fail, h.side)
+		}
+		// The webhook's own pods (and kube-system's) are never sent to it.
+		nsSel, err := metav1.LabelSelectorAsSelector(h.ns)
+		if err != nil || h.ns == nil {
+			t.Fatalf("%s: namespaceSelector %v", h.path, err)
+		}
+		for ns, sent := range map[string]bool{namespace: false, "kube-system": false, "default": true} {
+			if nsSel.Matches(labels.Set{"kubernetes.io/metadata.name": ns}) != sent {
+				t.Errorf("%s: namespace %s sent=%v, want %v", h.path, ns, !sent, sent)
+			}
+		}
+		// Only pods carrying the annotation: failurePolicy Fail must not reach other pods.
+		if len(h.conds) != 1 || !strings.Contains(h.conds[0].Expression, "'"+names.PortsAnnotation+"' in ") {
+			t.Errorf("%s: matchConditions %+v must select pods with %s", h.path, h.conds, names.PortsAnnotation)
+		}
+		if h.path == "/validate" && !strings.Contains(h.conds[0].Expression, "'"+names.LinkLabelPrefix+"'") {
+			t.Errorf("validating matchConditions must also select pods with a %s label (forgery)", names.LinkLabelPrefix)
+		}
+		if len(h.rules) != 1 || !slices.Equal(h.rules[0].Resources, []string{"pods"}) || !slices.Equal(h.rules[0].APIGroups, []string{""}) {
+			t.Errorf("%s: rules %+v, want pods only", h.path, h.rules)
+		}
+	}
+}
+
+// checkWebhookRBAC: least privilege. Reads: list pods, get nodes. Writes: Events, and only its own
+// Secret, Lease and configurations by name (create cannot be limited by name).
+func checkWebhookRBAC(t *testing.T, objs []any) {
+	t.Helper()
+	type rule struct{ group, resource, verbs, names string }
+	flatten := func(rs []rbacv1.PolicyRule) []rule {
+		var out []rule
+		for _, r := range rs {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					out = append(out, rule{g, res, strings.Join(r.Verbs, ","), strings.Join(r.ResourceNames, ",")})
+				}
+			}
+		}
+		return out
+	}
+	cr := find(t, objs, webhookName, func(r *rbacv1.ClusterRole) string { return r.Name })
+	wantCluster := []rule{
+		{"", "pods", "list", ""}, {"", "nodes", "get", ""}, {"", "events", "create,patch", ""},
+		{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get,update", webhookName},
+		{"admissionregistration.k8s.io", "validatingwebhookconfigurations", "get,update", webhookName},
+	}
+	if got := flatten(cr.Rules); !slices.Equal(got, wantCluster) {
+		t.Errorf("ClusterRole %s: %+v\nwant %+v", cr.Name, got, wantCluster)
+	}
+	role := find(t, objs, webhookName, func(r *rbacv1.Role) string { return r.Name })
+	wantNS := []rule{
+		{"", "secrets", "create", ""}, {"", "secrets", "get,update", webhookSecret},
+		{"coordination.k8s.io", "leases", "create", ""}, {"coordination.k8s.io", "leases", "get,update", webhookName},
+	}
+	if got := flatten(role.Rules); role.Namespace != namespace || !slices.Equal(got, wantNS) {
+		t.Errorf("Role %s/%s: %+v\nwant %+v", role.Namespace, role.Name, got, wantNS)
+	}
+	crb := find(t, objs, webhookName, func(r *rbacv1.ClusterRoleBinding) string { return r.Name })
+	rb := find(t, objs, webhookName, func(r *rbacv1.RoleBinding) string { return r.Name })
+	for _, b := range []struct {
+		ref  rbacv1.RoleRef
+		subj []rbacv1.Subject
+	}{{crb.RoleRef, crb.Subjects}, {rb.RoleRef, rb.Subjects}} {
+		if b.ref.Name != webhookName || len(b.subj) != 1 || b.subj[0].Kind != "ServiceAccount" || b.subj[0].Name != webhookName || b.subj[0].Namespace != namespace {
+			t.Errorf("binding %+v %+v: want the webhook's role to its service account only", b.ref, b.subj)
+		}
+	}
+	sa := find(t, objs, webhookName, func(s *corev1.ServiceAccount) string { return s.Name })
+	if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+		t.Error("ServiceAccount memifnet-webhook: automountServiceAccountToken must be false")
+	}
+}
