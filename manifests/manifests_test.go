@@ -210,10 +210,10 @@ func TestOverlaysBuild(t *testing.T) {
 // The node agent: namespace, image, hostPaths, flags and their mounts, probes, hugepages.
 func TestNodeAgent(t *testing.T) {
 	wantHostPaths := map[string][]string{
-		"base":             {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP},
-		"overlays/chained": {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d"},
+		"base":                  {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP},
+		"overlays/chained":      {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d"},
 		"overlays/cert-manager": {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d"},
-		"overlays/multus":  {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d/memifnet.d"},
+		"overlays/multus":       {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d/memifnet.d"},
 	}
 	for dir, want := range wantHostPaths {
 		t.Run(dir, func(t *testing.T) {
