@@ -183,8 +183,10 @@ func TestReadinessExternal(t *testing.T) {
 		t.Fatal("not serving the Secret's certificate")
 	}
 
-	// cert-manager renews the certificate (same CA): served at the next pass, no restart.
+	// cert-manager renews the certificate (same CA): served at the next pass, no restart. Its CA
+	// Issuer may append the CA to tls.crt (a chain): still the same leaf and CA.
 	renewed := ca.secret(t, names...)
+	renewed.Data["tls.crt"] = append(renewed.Data["tls.crt"], ca.pem...)
 	write(renewed)
 	step("")
 	if !bytes.Equal(served(), leafOf(renewed)) {
