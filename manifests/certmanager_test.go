@@ -12,6 +12,7 @@ import (
 
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -213,31 +214,40 @@ func TestCertManager(t *testing.T) {
 	}
 }
 
-// The component also goes on top of the Multus overlay (docs/install.md shows the kustomization).
-func TestCertManagerOverMultus(t *testing.T) {
-	dir := t.TempDir()
-	// kustomize takes no absolute paths: relative ones from the temporary directory.
-	abs := func(p string) string {
-		a, err := filepath.Abs(p)
-		if err == nil {
-			a, err = filepath.Rel(dir, a)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
+// The component also goes on top of the Multus and DRA overlays (docs/install.md shows the
+// kustomization).
+func TestCertManagerOverOtherOverlays(t *testing.T) {
+	for _, overlay := range []string{"overlays/multus", "overlays/dra"} {
+		t.Run(overlay, func(t *testing.T) {
+			dir := t.TempDir()
+			// kustomize takes no absolute paths: relative ones from the temporary directory.
+			rel := func(p string) string {
+				a, err := filepath.Abs(p)
+				if err == nil {
+					a, err = filepath.Rel(dir, a)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return a
+			}
+			k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + rel(overlay) +
+				"\ncomponents:\n  - " + rel("components/cert-manager") + "\n"
+			if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			objs, plain := build(t, dir), build(t, overlay)
+			if len(objs) != len(plain)+4 {
+				t.Errorf("%d objects, want the overlay's %d and 2 Issuers, 2 Certificates", len(objs), len(plain))
+			}
+			find(t, objs, webhookName, func(c *cmCertificate) string { return c.Metadata.Name })
+			dep := find(t, objs, webhookName, func(d *appsv1.Deployment) string { return d.Name })
+			if v, _ := flagValue(container(t, dep.Spec.Template.Spec.Containers, "webhook").Args, "certificates"); v != "external" {
+				t.Errorf("--certificates=%q", v)
+			}
+			svc := find(t, objs, webhookName, func(s *corev1.Service) string { return s.Name })
+			checkConfigurations(t, objs, svc, true)
+			checkWebhookRBAC(t, objs, true)
+		})
 	}
-	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + abs("overlays/multus") +
-		"\ncomponents:\n  - " + abs("components/cert-manager") + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	objs := build(t, dir)
-	find(t, objs, "memif", func(n *nadObject) string { return n.Metadata.Name })
-	find(t, objs, webhookName, func(c *cmCertificate) string { return c.Metadata.Name })
-	dep := find(t, objs, webhookName, func(d *appsv1.Deployment) string { return d.Name })
-	if v, _ := flagValue(container(t, dep.Spec.Template.Spec.Containers, "webhook").Args, "certificates"); v != "external" {
-		t.Errorf("--certificates=%q over Multus", v)
-	}
-	checkWebhookRBAC(t, objs, true)
 }

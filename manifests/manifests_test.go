@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -129,7 +130,7 @@ func TestStrictDecodingRejectsTypos(t *testing.T) {
 
 type nadObject struct{ nad }
 
-var overlays = []string{"base", "overlays/chained", "overlays/multus", "overlays/cert-manager", "."}
+var overlays = []string{"base", "overlays/chained", "overlays/multus", "overlays/dra", "overlays/cert-manager", "."}
 
 func daemonSet(t *testing.T, objs []any) *appsv1.DaemonSet {
 	t.Helper()
@@ -214,6 +215,8 @@ func TestNodeAgent(t *testing.T) {
 		"overlays/chained":      {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d"},
 		"overlays/cert-manager": {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d"},
 		"overlays/multus":       {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d/memifnet.d"},
+		"overlays/dra": {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d",
+			kubeletDir + "/plugins", kubeletDir + "/plugins_registry", "/var/run/cdi"},
 	}
 	for dir, want := range wantHostPaths {
 		t.Run(dir, func(t *testing.T) {
@@ -233,6 +236,9 @@ func TestNodeAgent(t *testing.T) {
 						continue
 					}
 					if _, cluster := o.(*admissionregv1.ValidatingWebhookConfiguration); cluster {
+						continue
+					}
+					if _, cluster := o.(*resourcev1.DeviceClass); cluster {
 						continue
 					}
 					if ns := m.GetNamespace(); ns != namespace {
@@ -342,18 +348,7 @@ func poolBytes(t *testing.T, objs []any) map[string]int64 {
 		if !ok || cm.Name != "memifnet-deviceplugin" {
 			continue
 		}
-		var cfg struct {
-			SocketSlots int `json:"socketSlots"`
-			Pools       []struct {
-				Name             string `json:"name"`
-				PageSize         string `json:"pageSize"`
-				UnitSize         string `json:"unitSize"`
-				UnitsPerNUMANode int64  `json:"unitsPerNUMANode"`
-			} `json:"pools"`
-		}
-		if err := yaml.UnmarshalStrict([]byte(cm.Data["config.yaml"]), &cfg); err != nil {
-			t.Fatalf("device plugin config: %v", err)
-		}
+		cfg := deviceConfig(t, cm)
 		out := map[string]int64{}
 		for _, p := range cfg.Pools {
 			u := resource.MustParse(p.UnitSize)
@@ -362,10 +357,44 @@ func poolBytes(t *testing.T, objs []any) map[string]int64 {
 				t.Errorf("pool %q: the examples ask for memifnet.io/hugepool", p.Name)
 			}
 		}
+		if cfg.DRA.Enabled { // the DRA driver's own pools are faulted by the same container
+			for _, p := range cfg.DRA.Pools {
+				u := resource.MustParse(p.UnitSize)
+				out[p.PageSize] += u.Value() * p.UnitsPerNUMANode
+			}
+		}
 		return out
 	}
 	t.Fatal("no ConfigMap memifnet-deviceplugin")
 	return nil
+}
+
+type poolConfig struct {
+	Name             string `json:"name"`
+	PageSize         string `json:"pageSize"`
+	UnitSize         string `json:"unitSize"`
+	UnitsPerNUMANode int64  `json:"unitsPerNUMANode"`
+}
+
+type dpConfig struct {
+	SocketSlots int          `json:"socketSlots"`
+	Pools       []poolConfig `json:"pools"`
+	DRA         struct {
+		Enabled     bool         `json:"enabled"`
+		DriverName  string       `json:"driverName"`
+		SocketSlots int          `json:"socketSlots"`
+		Pools       []poolConfig `json:"pools"`
+	} `json:"dra"`
+}
+
+// deviceConfig decodes the device plugin's config strictly (docs/deviceplugin.md, docs/dra.md).
+func deviceConfig(t *testing.T, cm *corev1.ConfigMap) dpConfig {
+	t.Helper()
+	var cfg dpConfig
+	if err := yaml.UnmarshalStrict([]byte(cm.Data["config.yaml"]), &cfg); err != nil {
+		t.Fatalf("device plugin config: %v", err)
+	}
+	return cfg
 }
 
 var cniKeys = []string{"type", "capabilities", "stateDir", "kubeletDir", "deviceInfoDir", "kubeletURL", "kubeconfig", "timeoutSeconds", "ipam"}
@@ -571,6 +600,188 @@ func checkPodSpecs(t *testing.T, o any) {
 		}
 		if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
 			t.Errorf("container %s: must drop ALL capabilities and add none", c.Name)
+		}
+	}
+}
+
+// The DRA overlay: the driver enabled with slots and a pool of its own, DeviceClasses selecting
+// the driver's device types, RBAC for slices and claim status, the kubelet plugin directories
+// and the CDI directory mounted where the driver writes, and the API token in the node agent
+// only.
+func TestDRAOverlay(t *testing.T) {
+	objs := build(t, "overlays/dra")
+	classes := map[string]string{}
+	var rules []rbacv1.PolicyRule
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *resourcev1.DeviceClass:
+			if len(o.Spec.Selectors) != 1 || o.Spec.Selectors[0].CEL == nil {
+				t.Fatalf("DeviceClass %s: want one CEL selector", o.Name)
+			}
+			classes[o.Name] = o.Spec.Selectors[0].CEL.Expression
+		case *rbacv1.ClusterRole:
+			if o.Name == "memifnet-dra" {
+				rules = o.Rules
+			}
+		case *corev1.ConfigMap:
+			cfg := deviceConfig(t, o)
+			if !cfg.DRA.Enabled || cfg.DRA.SocketSlots == 0 || len(cfg.DRA.Pools) == 0 {
+				t.Errorf("dra config %+v: want the driver enabled with slots and a pool", cfg.DRA)
+			}
+			for _, p := range cfg.DRA.Pools {
+				if slices.ContainsFunc(cfg.Pools, func(q poolConfig) bool { return q.Name == p.Name }) {
+					t.Errorf("dra pool %q is also a device plugin pool", p.Name)
+				}
+			}
+		}
+	}
+	for name, typ := range map[string]string{"socket.memifnet.io": "socket", "hugepool.memifnet.io": "hugepage"} {
+		want := fmt.Sprintf(`device.driver == %q && device.attributes[%q].type == %q`, names.DRADriver, names.DRADriver, typ)
+		if classes[name] != want {
+			t.Errorf("DeviceClass %s selects %q, want %q", name, classes[name], want)
+		}
+	}
+	allowed := func(res, verb string) bool {
+		return slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Contains(r.APIGroups, "resource.k8s.io") && slices.Contains(r.Resources, res) && slices.Contains(r.Verbs, verb)
+		})
+	}
+	for _, rv := range [][2]string{{"resourceslices", "create"}, {"resourceslices", "watch"}, {"resourceclaims", "get"}, {"resourceclaims/status", "update"}} {
+		if !allowed(rv[0], rv[1]) {
+			t.Errorf("ClusterRole memifnet-dra does not allow %s %s", rv[1], rv[0])
+		}
+	}
+	spec := daemonSet(t, objs).Spec.Template.Spec
+	dp := container(t, spec.Containers, "deviceplugin")
+	mounted := map[string]bool{}
+	for _, m := range dp.VolumeMounts {
+		mounted[m.MountPath] = true
+	}
+	for _, p := range []string{kubeletDir + "/plugins", kubeletDir + "/plugins_registry", "/var/run/cdi", "/var/run/secrets/kubernetes.io/serviceaccount"} {
+		if !mounted[p] {
+			t.Errorf("deviceplugin: %s not mounted", p)
+		}
+	}
+	if !slices.ContainsFunc(dp.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
+	}) {
+		t.Error("deviceplugin: NODE_NAME must come from spec.nodeName")
+	}
+	for _, c := range append(spec.InitContainers, spec.Containers...) {
+		if c.Name == "deviceplugin" {
+			continue
+		}
+		for _, m := range c.VolumeMounts {
+			if m.Name == "api-token" {
+				t.Errorf("container %s mounts the API token", c.Name)
+			}
+		}
+	}
+}
+
+// examples/dra-link.yaml: one claim with two requests on socket.memifnet.io and a PortConfig,
+// shared by two hardened pods that each take one request and run memif-perf --verify on the
+// port named after it. examples/dra-host-port.yaml: a template for a port and a unit.
+func TestDRAExamples(t *testing.T) {
+	read := func(f string) []any {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []any
+		for i, doc := range strings.Split(string(b), "\n---\n") {
+			out = append(out, decode(t, fmt.Sprintf("%s #%d", f, i+1), []byte(doc)))
+		}
+		return out
+	}
+	link := read("examples/dra-link.yaml")
+	var claim *resourcev1.ResourceClaim
+	var pods []*corev1.Pod
+	for _, o := range link {
+		switch o := o.(type) {
+		case *resourcev1.ResourceClaim:
+			claim = o
+		case *corev1.Pod:
+			pods = append(pods, o)
+		default:
+			t.Errorf("dra-link.yaml: unexpected %T", o)
+		}
+	}
+	if claim == nil || len(claim.Spec.Devices.Requests) != 2 || len(pods) != 2 {
+		t.Fatalf("dra-link.yaml: want one claim with two requests and two pods")
+	}
+	for _, r := range claim.Spec.Devices.Requests {
+		if r.Exactly == nil || r.Exactly.DeviceClassName != "socket.memifnet.io" {
+			t.Errorf("request %s: device class %+v", r.Name, r.Exactly)
+		}
+	}
+	checkPortConfigs(t, claim.Spec.Devices.Config)
+	used := map[string]bool{}
+	for _, p := range pods {
+		checkPodSpecs(t, p)
+		if len(p.Spec.ResourceClaims) != 1 || p.Spec.ResourceClaims[0].ResourceClaimName == nil || *p.Spec.ResourceClaims[0].ResourceClaimName != claim.Name {
+			t.Errorf("pod %s: must use claim %s", p.Name, claim.Name)
+			continue
+		}
+		c := p.Spec.Containers[0]
+		if len(c.Resources.Claims) != 1 || c.Resources.Claims[0].Name != p.Spec.ResourceClaims[0].Name {
+			t.Errorf("pod %s: container claims %+v", p.Name, c.Resources.Claims)
+			continue
+		}
+		req := c.Resources.Claims[0].Request
+		used[req] = true
+		if v, _ := flagValue(c.Args, "port"); v != req || !slices.Contains(c.Args, "--verify") {
+			t.Errorf("pod %s: memif-perf %q must verify the port named after its request %q", p.Name, c.Args, req)
+		}
+		for rn := range c.Resources.Limits {
+			if strings.HasPrefix(string(rn), "memifnet.io/") {
+				t.Errorf("pod %s: asks for %s next to the claim", p.Name, rn)
+			}
+		}
+		if _, ok := p.Annotations[portsKey]; ok {
+			t.Errorf("pod %s: a DRA pod needs no %s annotation", p.Name, portsKey)
+		}
+	}
+	if len(used) != 2 {
+		t.Errorf("the pods take requests %v, want one end each", used)
+	}
+	host := read("examples/dra-host-port.yaml")
+	tmpl, ok := host[0].(*resourcev1.ResourceClaimTemplate)
+	if !ok {
+		t.Fatalf("dra-host-port.yaml: first object %T, want a ResourceClaimTemplate", host[0])
+	}
+	checkPortConfigs(t, tmpl.Spec.Spec.Devices.Config)
+	if p, ok := host[1].(*corev1.Pod); !ok || len(p.Spec.ResourceClaims) != 1 || p.Spec.ResourceClaims[0].ResourceClaimTemplateName == nil {
+		t.Errorf("dra-host-port.yaml: the pod must use the template")
+	} else {
+		checkPodSpecs(t, p)
+	}
+	// Both run next to the node agent on a 2-core node.
+	if sum := cpuRequests(build(t, "overlays/dra")) + cpuRequests(link); sum > 2000 {
+		t.Errorf("dra-link.yaml: CPU requests %dm with the node agent's: more than a 2-core node", sum)
+	}
+}
+
+// checkPortConfigs: every opaque config is memifnet.io's PortConfig with known fields.
+func checkPortConfigs(t *testing.T, cfgs []resourcev1.DeviceClaimConfiguration) {
+	t.Helper()
+	fields := append([]string{"apiVersion", "kind"}, slices.DeleteFunc(slices.Clone(portFields), func(f string) bool { return f == "peer" })...)
+	for _, c := range cfgs {
+		if c.Opaque == nil || c.Opaque.Driver != names.DRADriver {
+			t.Errorf("config %+v: want opaque parameters for %s", c, names.DRADriver)
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(c.Opaque.Parameters.Raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["apiVersion"] != "memifnet.io/v1alpha1" || m["kind"] != "PortConfig" {
+			t.Errorf("parameters %v: want memifnet.io/v1alpha1 PortConfig", m)
+		}
+		for k := range m {
+			if !slices.Contains(fields, k) {
+				t.Errorf("PortConfig field %q is not one the driver knows (docs/dra.md)", k)
+			}
 		}
 	}
 }

@@ -18,6 +18,8 @@ const (
 	DefaultPool = "hugepool"
 	// PortsAnnotation is the pod annotation that asks for memif ports.
 	PortsAnnotation = "memifnet.io/ports"
+	// DRADriver is the Dynamic Resource Allocation driver name (DeviceClasses select on it).
+	DRADriver = "memifnet.io"
 	// LinkLabelPrefix + a link name is the label the admission webhook puts on each pod of that
 	// link (value: the pod's port on it); the pods' required pod affinity selects it, so both
 	// ends of a link land on one node. A link name is a DNS label, so the key is a valid label key.
@@ -36,6 +38,11 @@ const (
 	StoreSubdir = "state"
 	// PoolsSubdir holds each pool's hugetlbfs mount: <state>/pools/<pool>/<unit>.
 	PoolsSubdir = "pools"
+	// DRASubdir holds the DRA driver's checkpoint and link directories: <state>/dra/.
+	DRASubdir = "dra"
+	// DRASlotPrefix names the DRA driver's slots, <state>/sockets/dra-slot-NNN, apart from the
+	// device plugin's slot-NNN.
+	DRASlotPrefix = "dra-slot"
 )
 
 // The container's view.

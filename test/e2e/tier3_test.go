@@ -118,6 +118,7 @@ func TestTier3Cluster(t *testing.T) {
 		{"Unschedulable", x.unschedulable},
 		{"Day2", x.day2},
 		{"CDI", x.cdi},
+		{"DRA", x.dra},
 		{"Webhook", x.webhook},
 		{"Uninstall", x.uninstall},
 		{"Multus", x.multus},

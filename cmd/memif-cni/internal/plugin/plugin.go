@@ -31,6 +31,7 @@ import (
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/ports"
 	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/internal/slotwire"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
@@ -320,17 +321,9 @@ func writeHostDesc(file, hostSocket string, att *state.Attachment, spec portspec
 	return safefs.WriteFile(file, append(b, '\n'), 0o600, safefs.WriteOptions{})
 }
 
-// writePortSpec writes port.json into the pod's slot. Readable by a non-root app in the pod; the
-// secret only binds the socket to the two pods that see this directory anyway.
+// writePortSpec writes port.json into the pod's slot (internal/slotwire).
 func writePortSpec(slot *safefs.Dir, spec portspec.PortSpec) error {
-	if err := spec.Validate(); err != nil {
-		return fmt.Errorf("port spec: %w", err)
-	}
-	b, err := json.MarshalIndent(spec, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode port spec: %w", err)
-	}
-	return slot.WriteFile(names.PortFile, append(b, '\n'), 0o644, safefs.WriteOptions{})
+	return slotwire.WritePortSpec(slot, spec)
 }
 
 // stableMAC derives a locally administered unicast MAC from the pod's name and the port, so the
@@ -503,29 +496,11 @@ func unwireSlot(conf *config.NetConf, st state.Store, key string, p state.Port) 
 }
 
 // unwireLink unmounts the link directory from <slot>/link if a bind of the port's link is there
-// (ADD may have died between the bind and its record of it) and removes the directory.
+// (ADD may have died between the bind and its record of it) and removes the directory; what is
+// not ours is left and reported.
 func unwireLink(slot *safefs.Dir, p state.Port) {
-	if p.LinkMount.IsZero() {
-		return
-	}
-	in, err := slot.Inspect(names.LinkSubdir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return
-	case err != nil:
-		warn("slot %s: leaving %s: %v", p.Slot, names.LinkSubdir, err)
-		return
-	case in.MountRoot && !in.Identity.SameFile(p.LinkMount):
-		warn("slot %s: leaving %s: the mount there (%s) is not link %s (%s)", p.Slot, names.LinkSubdir, in.Identity, p.Link, p.LinkMount)
-		return
-	case in.MountRoot:
-		if _, err := slot.Unmount(names.LinkSubdir, in.Identity); err != nil {
-			warn("slot %s: leaving %s mounted: %v", p.Slot, names.LinkSubdir, err)
-			return
-		}
-	}
-	if err := slot.Remove(names.LinkSubdir); err != nil {
-		warn("slot %s: leaving the %s directory: %v", p.Slot, names.LinkSubdir, err)
+	if err := slotwire.UnbindLink(slot, p.LinkMount); err != nil {
+		warn("slot %s: link %s: %v", p.Slot, p.Link, err)
 	}
 }
 

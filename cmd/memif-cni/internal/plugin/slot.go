@@ -6,13 +6,11 @@ import (
 	"os"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
-	"github.com/memifnet/memifnet/cmd/memif-cni/internal/linkdir"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
-	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/internal/slotwire"
 )
 
 // maxPortFile bounds what CHECK reads back from a slot: a pod may have put anything there.
@@ -40,60 +38,14 @@ func linkDirs(conf *config.NetConf) linkdir.Dirs {
 	return linkdir.Dirs{Root: conf.LinksDir(), Limits: linkdir.Limits{Bytes: conf.LinkLimits.Bytes, Inodes: conf.LinkLimits.Inodes}}
 }
 
-// openSlot opens the tmpfs memif-deviceplugin mounted for slot. The slots directory itself is
-// the node's (no pod can write there); the slot is the pod's, and everything in it is resolved
-// beneath the returned directory.
+// openSlot opens the tmpfs memif-deviceplugin mounted for slot.
 func openSlot(conf *config.NetConf, slot string) (*safefs.Dir, error) {
-	slots, err := safefs.Open(conf.SlotsDir())
-	if err != nil {
-		return nil, err
-	}
-	defer slots.Close()
-	d, err := slots.OpenMountDir(slot)
-	if err != nil {
-		return nil, fmt.Errorf("%w (memif-deviceplugin mounts a tmpfs for every slot)", err)
-	}
-	fs, err := d.Statfs()
-	if err == nil && fs.Type != unix.TMPFS_MAGIC {
-		err = fmt.Errorf("%s is not a tmpfs (file system type %#x)", d.Path(), fs.Type)
-	}
-	if err != nil {
-		d.Close()
-		return nil, err
-	}
-	return d, nil
+	return slotwire.OpenSlot(conf.SlotsDir(), slot)
 }
 
-// bindLink mounts the link's directory on <slot>/link. It mounts only onto a directory it made
-// itself: a symlink, a file, or a non-empty directory the pod left there is refused, never
-// followed or mounted over. A bind of this link already there (a retried ADD) is kept.
+// bindLink mounts the link's directory on <slot>/link (internal/slotwire).
 func bindLink(slot *safefs.Dir, dirs linkdir.Dirs, ln state.Link) error {
-	src, err := dirs.Open(ln.Namespace, ln.Name, ln.Mount)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	in, err := slot.Inspect(names.LinkSubdir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return fmt.Errorf("%w; memif-cni did not make it", err)
-	case in.MountRoot && in.Identity.SameFile(ln.Mount):
-		return nil
-	case in.MountRoot:
-		return &safefs.RefusedError{Path: slot.Path() + "/" + names.LinkSubdir, Reason: "another file system is mounted there; memif-cni did not mount it"}
-	default:
-		// A directory left by the pod (or by an undo that could not remove it): take it away
-		// if it is empty, so that the mount goes onto a directory made now.
-		if err := slot.Remove(names.LinkSubdir); err != nil {
-			return &safefs.RefusedError{Path: slot.Path() + "/" + names.LinkSubdir, Reason: "a directory memif-cni did not make, and not empty"}
-		}
-	}
-	if _, err := slot.Mkdir(names.LinkSubdir, 0o755); err != nil {
-		return err
-	}
-	_, err = slot.Bind(src, names.LinkSubdir)
-	return err
+	return slotwire.BindLink(slot, dirs, ln.Namespace, ln.Name, ln.Mount)
 }
 
 // refusal turns a refused path into a CNI error that says what was refused; other errors pass.

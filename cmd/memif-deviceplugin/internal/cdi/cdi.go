@@ -5,7 +5,9 @@ package cdi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -34,7 +36,8 @@ type Device struct {
 
 // Edits are the changes a device makes to a container.
 type Edits struct {
-	Mounts []Mount `json:"mounts,omitempty"`
+	Env    []string `json:"env,omitempty"` // KEY=VALUE
+	Mounts []Mount  `json:"mounts,omitempty"`
 }
 
 // Mount is a bind mount.
@@ -54,14 +57,28 @@ func QualifiedName(kind, name string) string { return kind + "=" + name }
 
 // Write saves the spec of kind, replacing an older one atomically.
 func (w Writer) Write(s Spec) error {
+	return w.WriteNamed(strings.ReplaceAll(s.Kind, "/", "-"), s)
+}
+
+// WriteNamed saves the spec as <Dir>/<name>.json, replacing an older one atomically: a driver
+// that writes one spec per claim (DRA) names the file after the claim.
+func (w Writer) WriteNamed(name string, s Spec) error {
 	s.Version = Version
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode cdi spec: %w", err)
 	}
-	p := filepath.Join(w.Dir, strings.ReplaceAll(s.Kind, "/", "-")+".json")
+	p := filepath.Join(w.Dir, name+".json")
 	if err := safefs.WriteFile(p, b, 0o644, safefs.WriteOptions{Durable: true}); err != nil {
 		return fmt.Errorf("write cdi spec: %w", err)
+	}
+	return nil
+}
+
+// Remove deletes <Dir>/<name>.json; a missing file is not an error.
+func (w Writer) Remove(name string) error {
+	if err := os.Remove(filepath.Join(w.Dir, name+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove cdi spec: %w", err)
 	}
 	return nil
 }

@@ -27,7 +27,24 @@ type Config struct {
 	SlotLimits SlotLimits `json:"slotLimits"`
 	// Pools are the hugepage pools, each advertised as memifnet.io/<name>.
 	Pools []Pool `json:"pools"`
+	// DRA is the Dynamic Resource Allocation driver's own share of the node (docs/dra.md).
+	DRA DRA `json:"dra"`
 }
+
+// DRA configures the kubelet DRA plugin that runs in the same node agent. It owns its own slots
+// (dra-slot-NNN) and pools, so a device is handed out by the device plugin or by DRA, never both.
+type DRA struct {
+	Enabled bool `json:"enabled"`
+	// DriverName is the DRA driver name (default memifnet.io).
+	DriverName string `json:"driverName"`
+	// SocketSlots is the number of DRA socket-slot devices on the node.
+	SocketSlots int `json:"socketSlots"`
+	// Pools are DRA's hugepage pools; their names must differ from the device plugin's pools.
+	Pools []Pool `json:"pools"`
+}
+
+// DefaultDRADriverName is the DRA driver name when the config names none.
+const DefaultDRADriverName = names.DRADriver
 
 // SlotLimits are the size and inode limits of one slot's tmpfs. A slot holds port.json, a
 // socket and the link directory; the defaults leave room for a few more files and keep a pod
@@ -160,8 +177,44 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("slotLimits.inodes: %d out of range %d..%d", l.Inodes, minSlotInodes, maxSlotInodes))
 	}
 	seen := map[string]bool{}
-	for i, p := range c.Pools {
-		key := fmt.Sprintf("pools[%d]", i)
+	errs = append(errs, validatePools("pools", c.Pools, seen)...)
+	if c.DRA.Enabled {
+		errs = append(errs, c.DRA.validate(seen)...)
+	}
+	return errors.Join(errs...)
+}
+
+// driverNameRE is a DNS subdomain, as Kubernetes wants DRA driver names.
+var driverNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$`)
+
+func (d DRA) validate(seen map[string]bool) []error {
+	var errs []error
+	if d.DriverName != "" && (!driverNameRE.MatchString(d.DriverName) || !strings.Contains(d.DriverName, ".")) {
+		errs = append(errs, fmt.Errorf("dra.driverName: %q must be a DNS subdomain with a dot, e.g. %s", d.DriverName, DefaultDRADriverName))
+	}
+	if d.SocketSlots < 0 || d.SocketSlots > MaxSocketSlots {
+		errs = append(errs, fmt.Errorf("dra.socketSlots: %d out of range 0..%d", d.SocketSlots, MaxSocketSlots))
+	}
+	if d.SocketSlots == 0 && len(d.Pools) == 0 {
+		errs = append(errs, fmt.Errorf("dra.socketSlots: DRA is enabled but owns no slots and no pools"))
+	}
+	return append(errs, validatePools("dra.pools", d.Pools, seen)...)
+}
+
+// Driver is the DRA driver name, defaulted.
+func (d DRA) Driver() string {
+	if d.DriverName == "" {
+		return DefaultDRADriverName
+	}
+	return d.DriverName
+}
+
+// validatePools checks pools; seen holds the names taken so far (pool directories are
+// <stateDir>/pools/<name> for both backends, so names are unique across them).
+func validatePools(field string, pools []Pool, seen map[string]bool) []error {
+	var errs []error
+	for i, p := range pools {
+		key := fmt.Sprintf("%s[%d]", field, i)
 		switch {
 		case p.Name == "":
 			errs = append(errs, fmt.Errorf("%s.name: required", key))
@@ -170,7 +223,7 @@ func (c Config) Validate() error {
 		case !poolNameRE.MatchString(p.Name):
 			errs = append(errs, fmt.Errorf("%s.name: %q must be lowercase letters, digits and '-', at most 32 characters", key, p.Name))
 		case seen[p.Name]:
-			errs = append(errs, fmt.Errorf("%s.name: duplicate pool %q", key, p.Name))
+			errs = append(errs, fmt.Errorf("%s.name: duplicate pool %q (pool names are unique across pools and dra.pools)", key, p.Name))
 		}
 		seen[p.Name] = true
 		if p.PageSize.Bytes != 2<<20 && p.PageSize.Bytes != 1<<30 {
@@ -186,5 +239,5 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s.unitsPerNUMANode: %d out of range 0..1000", key, p.UnitsPerNUMANode))
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }

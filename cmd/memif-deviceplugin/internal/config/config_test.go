@@ -31,6 +31,30 @@ pools:
 	}
 }
 
+func TestParseDRA(t *testing.T) {
+	c, err := Parse([]byte(`
+socketSlots: 8
+dra:
+  enabled: true
+  socketSlots: 4
+  pools:
+    - name: drapool
+      pageSize: 2Mi
+      unitSize: 4Mi
+      unitsPerNUMANode: 2
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.DRA.Enabled || c.DRA.SocketSlots != 4 || c.DRA.Driver() != "memifnet.io" || c.DRA.Pools[0].UnitSize.Bytes != 4<<20 {
+		t.Fatalf("got %+v", c.DRA)
+	}
+	// A disabled section is not checked: it may be filled in ahead of enabling it.
+	if _, err := Parse([]byte("dra:\n  socketSlots: -1\n")); err != nil {
+		t.Errorf("disabled dra section: %v", err)
+	}
+}
+
 func TestDefaultIsValid(t *testing.T) {
 	if err := Default().Validate(); err != nil {
 		t.Fatal(err)
@@ -59,6 +83,12 @@ func TestBadConfigsNameTheKey(t *testing.T) {
 		{"name dup", pool("  - name: hugepool\n    pageSize: 2Mi\n    unitSize: 64Mi\n"), "pools[1].name"},
 		{"units negative", "pools:\n  - name: p\n    pageSize: 2Mi\n    unitSize: 64Mi\n    unitsPerNUMANode: -2\n", "pools[0].unitsPerNUMANode"},
 		{"not yaml", "socketSlots: [\n", "parse"},
+		{"dra unknown key", "dra:\n  enabled: true\n  slots: 4\n", `"slots"`},
+		{"dra nothing owned", "dra:\n  enabled: true\n", "dra.socketSlots: DRA is enabled but owns no slots"},
+		{"dra slots range", "dra:\n  enabled: true\n  socketSlots: 5000\n", "dra.socketSlots: 5000"},
+		{"dra driver name", "dra:\n  enabled: true\n  socketSlots: 4\n  driverName: Memif\n", "dra.driverName"},
+		{"dra pool clash", pool("dra:\n  enabled: true\n  pools:\n    - name: hugepool\n      pageSize: 2Mi\n      unitSize: 64Mi\n"), "dra.pools[0].name: duplicate pool"},
+		{"dra pool page", "dra:\n  enabled: true\n  pools:\n    - name: drapool\n      pageSize: 4Ki\n      unitSize: 64Mi\n", "dra.pools[0].pageSize"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml))

@@ -16,12 +16,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/dpserver"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/dra"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/metrics"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/numa"
@@ -29,6 +34,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/pools"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
+	"github.com/memifnet/memifnet/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
 )
 
@@ -41,6 +47,10 @@ type Options struct {
 	DevinfoDir string // devinfo.DefaultDir
 	CDIDir     string // empty: no CDI, Allocate returns mounts
 	HTTPAddr   string // empty: no HTTP endpoints
+	// NodeName is the node's name, for the DRA driver's ResourceSlices (config dra.enabled).
+	NodeName string
+	// KubeClient makes the DRA driver's API client (config dra.enabled); nil: in-cluster config.
+	KubeClient func() (kubernetes.Interface, error)
 
 	HealthInterval  time.Duration // device checks
 	ReclaimInterval time.Duration // PodResources polls
@@ -79,6 +89,8 @@ type Daemon struct {
 	resources []*resource.Resource
 	servers   []*dpserver.Server
 	pools     []*pools.Provider
+	dra       *dra.Driver
+	draPlugin atomic.Pointer[dra.Plugin]
 	running   sync.WaitGroup
 	started   time.Time
 }
@@ -114,6 +126,11 @@ func New(opts Options) (*Daemon, error) {
 		d.pools = append(d.pools, pp)
 		provs = append(provs, pp)
 	}
+	if opts.Config.DRA.Enabled {
+		if d.dra, err = newDRA(opts, nodes, limits); err != nil {
+			return nil, err
+		}
+	}
 	pluginDir := filepath.Join(opts.KubeletDir, "device-plugins")
 	for _, p := range provs {
 		var ids []string
@@ -135,6 +152,39 @@ func New(opts Options) (*Daemon, error) {
 	return d, nil
 }
 
+// newDRA makes the DRA driver's own slots (dra-slot-NNN) and pools and loads its checkpoint.
+func newDRA(opts Options, nodes []int, limits slots.Limits) (*dra.Driver, error) {
+	dc := opts.Config.DRA
+	if opts.NodeName == "" {
+		return nil, errors.New("config dra.enabled: the node name is needed for ResourceSlices (--node-name or $NODE_NAME)")
+	}
+	do := dra.Options{
+		DriverName: dc.Driver(), NodeName: opts.NodeName, StateDir: opts.StateDir,
+		SlotsDir:   filepath.Join(opts.StateDir, names.SocketsSubdir),
+		LinkLimits: linkdir.Limits{Bytes: 64 << 10, Inodes: 16},
+		CDI:        cdi.Writer{Dir: opts.CDIDir}, Log: opts.Log,
+	}
+	if opts.CDIDir == "" {
+		do.CDI.Dir = cdi.DefaultDir
+	}
+	sp, err := slots.NewPrefixed(opts.StateDir, names.DRASlotPrefix, dc.SocketSlots, nodes, limits, devinfo.Writer{Dir: opts.DevinfoDir}, opts.Log)
+	if err != nil {
+		return nil, fmt.Errorf("dra: %w", err)
+	}
+	do.Slots = sp
+	for _, pc := range dc.Pools {
+		pp, err := pools.New(opts.StateDir, pc, nodes, opts.Log)
+		if err != nil {
+			return nil, fmt.Errorf("dra: %w", err)
+		}
+		do.Pools = append(do.Pools, dra.Pool{Name: pc.Name, PageSize: pc.PageSize.String(), UnitSize: pc.UnitSize.Bytes, Units: pp})
+	}
+	return dra.New(do)
+}
+
+// DRA is the DRA driver, nil unless the config enables it.
+func (d *Daemon) DRA() *dra.Driver { return d.dra }
+
 // Resources are the served resources, in order: socket slots, then pools.
 func (d *Daemon) Resources() []*resource.Resource { return d.resources }
 
@@ -143,6 +193,11 @@ func (d *Daemon) Servers() []*dpserver.Server { return d.servers }
 
 // Ready is true when every resource is registered with the kubelet.
 func (d *Daemon) Ready() bool {
+	if d.dra != nil {
+		if p := d.draPlugin.Load(); p == nil || !p.Registered() {
+			return false
+		}
+	}
 	for _, s := range d.servers {
 		if !s.Registered() {
 			return false
@@ -184,6 +239,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	defer pr.Close()
 	d.goRun(func() { pr.Run(ctx, rcl, d.opts.ReclaimInterval, d.opts.ReclaimGrace) })
+	if d.dra != nil {
+		if err := d.startDRA(ctx); err != nil {
+			return err
+		}
+		defer d.draPlugin.Load().Stop()
+	}
 
 	<-ctx.Done()
 	if httpSrv != nil {
@@ -194,6 +255,33 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.running.Wait()
 	d.opts.Log.Info("stopped")
 	return nil
+}
+
+// startDRA registers the DRA plugin with the kubelet and publishes the node's slices.
+func (d *Daemon) startDRA(ctx context.Context) error {
+	mk := d.opts.KubeClient
+	if mk == nil {
+		mk = inClusterClient
+	}
+	client, err := mk()
+	if err != nil {
+		return fmt.Errorf("dra: kubernetes client: %w", err)
+	}
+	p, err := dra.Start(ctx, d.dra, client, d.opts.KubeletDir, d.opts.Config.SlotLimits.Size.Bytes)
+	if err != nil {
+		return err
+	}
+	d.draPlugin.Store(p)
+	d.opts.Log.Info("dra: kubelet plugin started", "driver", d.opts.Config.DRA.Driver(), "node", d.opts.NodeName)
+	return nil
+}
+
+func inClusterClient() (kubernetes.Interface, error) {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
 }
 
 func (d *Daemon) goRun(fn func()) {

@@ -51,12 +51,15 @@ type Provider struct {
 
 // IDs returns the slot names for n slots: slot-000, slot-001, ... The width is at least three
 // digits so names sort in numeric order in ls.
-func IDs(n int) []string {
+func IDs(n int) []string { return PrefixedIDs("slot", n) }
+
+// PrefixedIDs returns the slot names <prefix>-000, ... (the DRA driver's are dra-slot-NNN).
+func PrefixedIDs(prefix string, n int) []string {
 	width := len(fmt.Sprint(n - 1))
 	width = max(width, 3)
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("slot-%0*d", width, i)
+		ids[i] = fmt.Sprintf("%s-%0*d", prefix, width, i)
 	}
 	return ids
 }
@@ -66,6 +69,12 @@ func IDs(n int) []string {
 // NUMA nodes in contiguous blocks so that a container can get all of its slots on the node of its
 // pool units and CPUs.
 func New(stateDir string, n int, nodes []int, limits Limits, dw devinfo.Writer, log *slog.Logger) (*Provider, error) {
+	return NewPrefixed(stateDir, "slot", n, nodes, limits, dw, log)
+}
+
+// NewPrefixed is New for slots named <prefix>-NNN: the DRA driver's own slots live next to the
+// device plugin's in the same directory and never share a name with them.
+func NewPrefixed(stateDir, prefix string, n int, nodes []int, limits Limits, dw devinfo.Writer, log *slog.Logger) (*Provider, error) {
 	dir, err := safefs.MkdirAllOpen(stateDir+"/"+names.SocketsSubdir, 0o755)
 	if err != nil {
 		return nil, fmt.Errorf("slots dir: %w", err)
@@ -74,7 +83,7 @@ func New(stateDir string, n int, nodes []int, limits Limits, dw devinfo.Writer, 
 	if len(nodes) == 0 {
 		nodes = []int{0}
 	}
-	for i, id := range IDs(n) {
+	for i, id := range PrefixedIDs(prefix, n) {
 		p.units = append(p.units, resource.Unit{ID: id, Node: nodes[i*len(nodes)/n]})
 		mid, mounted, err := p.current(id)
 		switch {

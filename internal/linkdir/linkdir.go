@@ -123,3 +123,49 @@ func (d Dirs) Remove(ns, name string, mount safefs.Identity) error {
 	}
 	return nsd.Remove(name)
 }
+
+// Current returns the identity of the link's tmpfs as this process sees it, when it is the file
+// system recorded (same device and root inode). A mount's unique id is per mount namespace: a node
+// agent restarted in a new container sees the same tmpfs, propagated into its namespace, under
+// another mount id, so a record made by the previous process is matched by the file system and
+// then carries this namespace's id. ok is false when something else, or nothing, is mounted there.
+func (d Dirs) Current(ns, name string, recorded safefs.Identity) (id safefs.Identity, ok bool, err error) {
+	nsd, err := d.nsDir(ns, false)
+	if errors.Is(err, os.ErrNotExist) {
+		return safefs.Identity{}, false, nil
+	}
+	if err != nil {
+		return safefs.Identity{}, false, err
+	}
+	defer nsd.Close()
+	in, err := nsd.Inspect(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return safefs.Identity{}, false, nil
+	}
+	if err != nil {
+		return safefs.Identity{}, false, err
+	}
+	if !in.MountRoot || !in.Identity.SameFile(recorded) {
+		return in.Identity, false, nil
+	}
+	return in.Identity, true, nil
+}
+
+// Clear unmounts whatever is mounted on the link's directory and removes it. Only for a link whose
+// tmpfs was never recorded (the agent died between mounting it and writing its record) under a
+// name no pod can choose: the DRA driver's link directories are named after claim UIDs, under a
+// tree only the agent writes.
+func (d Dirs) Clear(ns, name string) error {
+	nsd, err := d.nsDir(ns, false)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer nsd.Close()
+	if _, err := nsd.Unmount(name, safefs.Identity{}); err != nil {
+		return err
+	}
+	return nsd.Remove(name)
+}

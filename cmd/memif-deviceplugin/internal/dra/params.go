@@ -1,0 +1,129 @@
+package dra
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/memifnet/memifnet/internal/ports"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
+)
+
+// The opaque claim parameters the driver reads (docs/dra.md, "PortConfig").
+const (
+	ParamsAPIVersion = "memifnet.io/v1alpha1"
+	ParamsKind       = "PortConfig"
+)
+
+// PortConfig is the opaque configuration of one or more requests of a claim: what the
+// memifnet.io/ports annotation says about a port. It is untrusted input (anyone who may create a
+// ResourceClaim writes it) and is validated with the annotation's own rules (internal/ports).
+type PortConfig struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Name is the port's name in port.json (the interface name); default: the request name.
+	Name string `json:"name,omitempty"`
+	// Link names the link in port.json; default: the claim's name. Only for a claim with two
+	// socket devices (the two ends of one link).
+	Link string `json:"link,omitempty"`
+	// Role is server or client. Default for a link: the claim's first request serves, the
+	// second is the client; for a host port: client (the host data plane serves).
+	Role       string `json:"role,omitempty"`
+	Mode       string `json:"mode,omitempty"`
+	ID         uint32 `json:"id,omitempty"`
+	Queues     int    `json:"queues,omitempty"`
+	RingSize   int    `json:"ringSize,omitempty"`
+	BufferSize int    `json:"bufferSize,omitempty"`
+	ZeroCopy   bool   `json:"zeroCopy,omitempty"`
+}
+
+// decodeConfig reads one opaque parameters object strictly: an unknown field, a wrong type or a
+// wrong apiVersion/kind is an error naming the field.
+func decodeConfig(raw []byte) (PortConfig, error) {
+	var pc PortConfig
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&pc); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return pc, fmt.Errorf("field %q: got a JSON %s", te.Field, te.Value)
+		}
+		return pc, errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if pc.APIVersion != ParamsAPIVersion {
+		return pc, fmt.Errorf("field \"apiVersion\": %q, want %q", pc.APIVersion, ParamsAPIVersion)
+	}
+	if pc.Kind != ParamsKind {
+		return pc, fmt.Errorf("field \"kind\": %q, want %q", pc.Kind, ParamsKind)
+	}
+	return pc, nil
+}
+
+// configs returns the PortConfig of each request of the claim that has one. A config without
+// requests applies to every request; a later config overrides an earlier one (class configs come
+// first, as the allocation lists them). Configs for other drivers are skipped.
+func configs(driver string, alloc *resourceapi.AllocationResult, requests []string) (map[string]PortConfig, error) {
+	out := map[string]PortConfig{}
+	var errs []error
+	for i, c := range alloc.Devices.Config {
+		if c.Opaque == nil || c.Opaque.Driver != driver {
+			continue
+		}
+		pc, err := decodeConfig(c.Opaque.Parameters.Raw)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("config[%d] (%s): %w", i, c.Source, err))
+			continue
+		}
+		reqs := c.Requests
+		if len(reqs) == 0 {
+			reqs = requests
+		}
+		for _, r := range reqs {
+			out[baseRequest(r)] = pc
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// baseRequest drops a subrequest name: "east/fast" -> "east".
+func baseRequest(r string) string {
+	base, _, _ := strings.Cut(r, "/")
+	return base
+}
+
+// port turns a request's config into a validated port with defaults filled, using the
+// annotation's parser so that both front ends refuse the same things with the same messages.
+func port(request string, pc PortConfig, link string) (ports.Port, error) {
+	p := ports.Port{
+		Name: pc.Name, Role: pc.Role, Mode: pc.Mode, ID: pc.ID, Queues: pc.Queues,
+		RingSize: pc.RingSize, BufferSize: pc.BufferSize, ZeroCopy: pc.ZeroCopy,
+	}
+	if p.Name == "" {
+		p.Name = request
+	}
+	if link != "" {
+		p.Link = link
+	} else {
+		p.Peer = portspec.PeerHost
+	}
+	b, err := json.Marshal([]ports.Port{p})
+	if err != nil {
+		return p, err
+	}
+	ps, err := ports.Parse(string(b))
+	if err != nil {
+		// "annotation memifnet.io/ports: port 0 (x): field ..." -> "field ...": the claim's
+		// parameters are not the annotation.
+		msg := strings.TrimPrefix(err.Error(), "annotation "+ports.Annotation+": ")
+		msg = strings.ReplaceAll(msg, fmt.Sprintf("port 0 (%s): ", p.Name), "")
+		if p.Name == request && strings.Contains(msg, `"name"`) {
+			msg += " (the port name defaults to the request name; set \"name\" in the PortConfig)"
+		}
+		return p, errors.New(msg)
+	}
+	return ps[0], nil
+}

@@ -1,0 +1,67 @@
+package dra
+
+import (
+	resourceapi "k8s.io/api/resource/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/utils/ptr"
+)
+
+// Attribute names of the driver's devices (qualified by the driver name in CEL:
+// device.attributes["memifnet.io"].type).
+const (
+	AttrType     = "type"     // "socket" or "hugepage"
+	AttrNUMANode = "numaNode" // int
+	AttrPool     = "pool"     // hugepage pool name
+	AttrPageSize = "pageSize" // hugepage size, "2Mi" or "1Gi"
+	CapSize      = "size"     // capacity: a unit's bytes, a slot's tmpfs bytes
+)
+
+// maxSliceDevices is the most devices one ResourceSlice may list (resource.k8s.io/v1).
+const maxSliceDevices = resourceapi.ResourceSliceMaxDevices
+
+// Resources are the node's devices as ResourceSlices of one pool named after the node: the
+// socket slots, then each pool's units, with their NUMA node, pool and page size.
+func (d *Driver) Resources(slotBytes int64) resourceslice.DriverResources {
+	var devs []resourceapi.Device
+	if d.opts.Slots != nil {
+		for _, u := range d.opts.Slots.Units() {
+			devs = append(devs, resourceapi.Device{
+				Name: u.ID,
+				Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+					AttrType:     {StringValue: ptr.To(KindSocket)},
+					AttrNUMANode: {IntValue: ptr.To(int64(u.Node))},
+				},
+				Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+					CapSize: {Value: *apiresource.NewQuantity(slotBytes, apiresource.BinarySI)},
+				},
+			})
+		}
+	}
+	for _, p := range d.opts.Pools {
+		for _, u := range p.Units.Units() {
+			devs = append(devs, resourceapi.Device{
+				Name: u.ID,
+				Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+					AttrType:     {StringValue: ptr.To(KindHugepage)},
+					AttrNUMANode: {IntValue: ptr.To(int64(u.Node))},
+					AttrPool:     {StringValue: ptr.To(p.Name)},
+					AttrPageSize: {StringValue: ptr.To(p.PageSize)},
+				},
+				Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+					CapSize: {Value: *apiresource.NewQuantity(p.UnitSize, apiresource.BinarySI)},
+				},
+			})
+		}
+	}
+	pool := resourceslice.Pool{}
+	for len(devs) > 0 {
+		n := min(len(devs), maxSliceDevices)
+		pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: devs[:n]})
+		devs = devs[n:]
+	}
+	if len(pool.Slices) == 0 {
+		pool.Slices = []resourceslice.Slice{{}} // an empty pool: the driver runs, with no devices
+	}
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{d.opts.NodeName: pool}}
+}

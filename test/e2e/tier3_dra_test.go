@@ -1,0 +1,375 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/test/e2e/cluster"
+	"github.com/memifnet/memifnet/test/e2e/node"
+)
+
+// The DRA overlay's numbers (manifests/overlays/dra/deviceplugin-config-dra.yaml).
+const (
+	t3DRASlots = 8
+	t3DRAUnits = 2
+)
+
+var (
+	t3DRADir        = filepath.Join(t3StateDir, names.DRASubdir)
+	t3DRACheckpoint = filepath.Join(t3DRADir, "claims.json")
+)
+
+// draLinkClaim is the YAML of a shared link claim: requests east and west on socket.memifnet.io.
+func draLinkClaim(name string) string {
+	return fmt.Sprintf(`apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: %s
+spec:
+  devices:
+    requests:
+      - name: east
+        exactly: {deviceClassName: socket.memifnet.io}
+      - name: west
+        exactly: {deviceClassName: socket.memifnet.io}
+    config:
+      - opaque:
+          driver: memifnet.io
+          parameters: {apiVersion: memifnet.io/v1alpha1, kind: PortConfig, queues: 1}
+`, name)
+}
+
+// draPerfPod is the YAML of a pod running memif-perf on the port of one request of claim.
+func draPerfPod(name, claim, request string, args ...string) string {
+	quoted := []string{fmt.Sprintf("%q", "--port="+request)}
+	for _, a := range args {
+		quoted = append(quoted, fmt.Sprintf("%q", a))
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+spec:
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: 65532
+    runAsGroup: 65532
+    seccompProfile: {type: RuntimeDefault}
+  resourceClaims:
+    - name: link
+      resourceClaimName: %[2]s
+  containers:
+    - name: perf
+      image: %[3]s
+      command: ["/usr/local/bin/memif-perf"]
+      args: [%[4]s]
+      securityContext:
+        allowPrivilegeEscalation: false
+        readOnlyRootFilesystem: true
+        capabilities: {drop: ["ALL"]}
+      resources:
+        requests: {cpu: 200m, memory: 64Mi}
+        limits: {cpu: "1", memory: 64Mi}
+        claims: [{name: link, request: %[5]s}]
+`, name, claim, cluster.Image, strings.Join(quoted, ", "), request)
+}
+
+// draCheckpoint is the DRA driver's checkpoint on the node: claim UID -> prepared.
+func draCheckpoint(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(t3DRACheckpoint)
+	if os.IsNotExist(err) {
+		return map[string]bool{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Claims []struct {
+			UID      string `json:"uid"`
+			Prepared bool   `json:"prepared"`
+		} `json:"claims"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatalf("%s: %v", t3DRACheckpoint, err)
+	}
+	out := map[string]bool{}
+	for _, c := range f.Claims {
+		out[c.UID] = c.Prepared
+	}
+	return out
+}
+
+func (x *tier3) draClaim(ctx context.Context, t *testing.T, name string) *resourcev1.ResourceClaim {
+	t.Helper()
+	c, err := x.cs.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// dra: `kubectl apply -k manifests/overlays/dra` over the running install enables the DRA
+// driver in the node agent. Its ResourceSlices are published; examples/dra-link.yaml and a
+// second link claim run at once, each a pair of pods sharing one claim, and pass verified
+// traffic; the claim status reports each port; a node agent rollout restart keeps the prepared
+// claims (the checkpoint) and the traffic; a claim that cannot fit stays Pending and the
+// scheduler says why; deleting the pods and claims unprepares: no claim left in the checkpoint,
+// no CDI spec, no link mount, the slots scrubbed. Then the chained install is put back.
+func (x *tier3) dra(ctx context.Context, t *testing.T) {
+	x.kubectl(ctx, t, "apply", "-k", "manifests/overlays/dra/")
+	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
+	t.Cleanup(func() {
+		// Bounded: a claim that cannot be unprepared keeps its pods from going away.
+		cctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		x.draRestore(cctx, t)
+	})
+	x.logf("dra: overlay applied, node agent rolled out with the DRA driver")
+
+	// Slices: the node's pool holds the DRA slots and units with their attributes.
+	var devs []resourcev1.Device
+	if err := node.Poll(ctx, 90*time.Second, "ResourceSlices of memifnet.io", func() (bool, error) {
+		sl, err := x.cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + names.DRADriver})
+		if err != nil {
+			return false, err
+		}
+		devs = nil
+		for _, s := range sl.Items {
+			if s.Spec.NodeName != nil && *s.Spec.NodeName == cluster.NodeName && s.Spec.Pool.Name == cluster.NodeName {
+				devs = append(devs, s.Spec.Devices...)
+			}
+		}
+		return len(devs) == t3DRASlots+t3DRAUnits, nil
+	}); err != nil {
+		t.Fatalf("%v: %d devices", err, len(devs))
+	}
+	kinds := map[string]int{}
+	for _, d := range devs {
+		typ, numa := d.Attributes["type"].StringValue, d.Attributes["numaNode"].IntValue
+		if typ == nil || numa == nil {
+			t.Fatalf("device %s lacks type or numaNode: %+v", d.Name, d.Attributes)
+		}
+		kinds[*typ]++
+		if *typ == "hugepage" && (d.Attributes["pool"].StringValue == nil || *d.Attributes["pageSize"].StringValue != "2Mi") {
+			t.Errorf("unit %s: attributes %+v", d.Name, d.Attributes)
+		}
+	}
+	if kinds["socket"] != t3DRASlots || kinds["hugepage"] != t3DRAUnits {
+		t.Fatalf("device types %v", kinds)
+	}
+	x.logf("dra: ResourceSlices publish %d socket and %d hugepage devices on %s", kinds["socket"], kinds["hugepage"], cluster.NodeName)
+
+	// Two links at once: the example and a second claim whose pods run until stopped.
+	x.kubectl(ctx, t, "apply", "-f", "manifests/examples/dra-link.yaml")
+	x.kubectlIn(ctx, t, draLinkClaim("dra-second")+"---\n"+
+		draPerfPod("dra-second-rx", "dra-second", "east", "--mode=rx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m")+"---\n"+
+		draPerfPod("dra-second-tx", "dra-second", "west", "--mode=tx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m"),
+		"apply", "-f", "-")
+	if err := node.Poll(ctx, 2*time.Minute, "dra-second-rx receiving", func() (bool, error) {
+		return x.rxProgress(ctx, "dra-second-rx") > 0, nil
+	}); err != nil {
+		t.Fatalf("%v; rx logs:\n%s\ntx logs:\n%s", err, x.logs(ctx, "default", "dra-second-rx"), x.logs(ctx, "default", "dra-second-tx"))
+	}
+	if info := x.containerInfo(ctx, t, "default", "dra-second-rx"); !strings.Contains(info, "memifnet.io/claim=") {
+		t.Errorf("dra-second-rx: the container was not created with a memifnet.io/claim CDI device")
+	}
+	second := x.preparedClaim(ctx, t, "dra-second")
+	x.logf("dra: dra-second passes traffic; its claim reports its ports")
+	// Read while its pods run: once both are done the claim is deallocated.
+	example := x.preparedClaim(ctx, t, "memif-dra-link")
+	x.podSucceeded(ctx, t, "default", "memif-dra-tx", 3*time.Minute)
+	x.podSucceeded(ctx, t, "default", "memif-dra-rx", 3*time.Minute)
+	x.verified(ctx, t, "default", "memif-dra-rx")
+	x.logf("dra: examples/dra-link.yaml passed verified traffic next to dra-second")
+
+	// A node agent restart keeps the prepared claim, and the link keeps working.
+	if !draCheckpoint(t)[string(second.UID)] {
+		t.Fatalf("dra-second (%s) is not prepared in %s: %v", second.UID, t3DRACheckpoint, draCheckpoint(t))
+	}
+	name, uid, _ := x.agentPod(ctx, t)
+	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "restart", t3DaemonSet)
+	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
+	if name2, uid2, _ := x.agentPod(ctx, t); uid2 == uid {
+		t.Fatalf("rollout restart kept pod %s", name)
+	} else {
+		x.logf("dra: node agent %s replaced by %s", name, name2)
+	}
+	if !draCheckpoint(t)[string(second.UID)] {
+		t.Fatalf("after the restart dra-second is not prepared: %v", draCheckpoint(t))
+	}
+	from := x.rxProgress(ctx, "dra-second-rx")
+	if err := node.Poll(ctx, 60*time.Second, "dra-second traffic after the restart", func() (bool, error) {
+		return x.rxProgress(ctx, "dra-second-rx") > from, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	x.logf("dra: after the restart dra-second is still prepared and its traffic flows")
+
+	// A claim that cannot fit: more socket devices than the node has.
+	x.kubectlIn(ctx, t, fmt.Sprintf(`apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: dra-too-big
+spec:
+  devices:
+    requests:
+      - name: many
+        exactly: {deviceClassName: socket.memifnet.io, allocationMode: ExactCount, count: %d}
+`, t3DRASlots+1)+"---\n"+draPerfPod("dra-too-big", "dra-too-big", "many", "--mode=rx"), "apply", "-f", "-")
+	var msg string
+	if err := node.Poll(ctx, 60*time.Second, "dra-too-big unschedulable", func() (bool, error) {
+		p, err := x.cs.CoreV1().Pods("default").Get(ctx, "dra-too-big", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				msg = c.Message
+			}
+		}
+		return p.Status.Phase == corev1.PodPending && strings.Contains(msg, "cannot allocate all claims"), nil
+	}); err != nil {
+		t.Fatalf("%v (PodScheduled message %q)", err, msg)
+	}
+	if c := x.draClaim(ctx, t, "dra-too-big"); c.Status.Allocation != nil {
+		t.Errorf("dra-too-big was allocated: %+v", c.Status.Allocation)
+	}
+	x.logf("dra: dra-too-big (%d sockets) stays Pending: %s", t3DRASlots+1, msg)
+	x.kubectl(ctx, t, "delete", "pod", "dra-too-big", "--wait=true")
+	x.kubectl(ctx, t, "delete", "resourceclaim", "dra-too-big", "--wait=true")
+
+	// End the second link verified, then delete everything: the claims are unprepared.
+	for _, p := range []string{"dra-second-tx", "dra-second-rx"} {
+		if err := syscall.Kill(x.containerPID(ctx, t, "default", p), syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		x.podSucceeded(ctx, t, "default", p, time.Minute)
+	}
+	x.verified(ctx, t, "default", "dra-second-rx")
+	var slots []string
+	for _, c := range []*resourcev1.ResourceClaim{example, second} {
+		for _, r := range c.Status.Allocation.Devices.Results {
+			slots = append(slots, r.Device)
+		}
+	}
+	x.kubectl(ctx, t, "delete", "pod", "memif-dra-rx", "memif-dra-tx", "dra-second-rx", "dra-second-tx", "--wait=true", "--timeout=2m")
+	x.kubectl(ctx, t, "delete", "resourceclaim", "memif-dra-link", "dra-second", "--wait=true", "--timeout=2m")
+	var left []string
+	if err := node.Poll(ctx, 60*time.Second, "claims unprepared", func() (bool, error) {
+		left = x.draLeftovers(t, slots)
+		return len(left) == 0, nil
+	}); err != nil {
+		t.Fatalf("%v: left behind:\n  %s", err, strings.Join(left, "\n  "))
+	}
+	x.logf("dra: pods and claims deleted: slots %q scrubbed, no claim in the checkpoint, no CDI spec, no link mount", slots)
+}
+
+// preparedClaim waits until the link claim is allocated (two distinct slots) and the driver has
+// reported both ends in its status, and checks what it reports.
+func (x *tier3) preparedClaim(ctx context.Context, t *testing.T, name string) *resourcev1.ResourceClaim {
+	t.Helper()
+	var c *resourcev1.ResourceClaim
+	if err := node.Poll(ctx, 2*time.Minute, name+" prepared", func() (bool, error) {
+		var err error
+		c, err = x.cs.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
+		return err == nil && c.Status.Allocation != nil && len(c.Status.Devices) == 2, err
+	}); err != nil {
+		t.Fatalf("%v: status %+v", err, c.Status)
+	}
+	if r := c.Status.Allocation.Devices.Results; len(r) != 2 || r[0].Device == r[1].Device {
+		t.Fatalf("%s allocation: %+v", name, r)
+	}
+	x.draPorts(t, c)
+	return c
+}
+
+// draPorts checks a prepared link claim's status: one device entry per end, reporting its
+// port's name (the request's), role (east serves) and socket in the container.
+func (x *tier3) draPorts(t *testing.T, c *resourcev1.ResourceClaim) {
+	t.Helper()
+	roles := map[string]string{}
+	for _, d := range c.Status.Devices {
+		if d.Driver != names.DRADriver || d.Data == nil {
+			continue
+		}
+		var p struct{ Port, Role, Socket string }
+		if err := json.Unmarshal(d.Data.Raw, &p); err != nil {
+			t.Fatal(err)
+		}
+		if want := "/run/memifnet/" + d.Device + "/link/memif.sock"; p.Socket != want {
+			t.Errorf("claim %s: device %s socket %q, want %q", c.Name, d.Device, p.Socket, want)
+		}
+		roles[p.Port] = p.Role
+	}
+	if roles["east"] != "server" || roles["west"] != "client" || len(roles) != 2 {
+		t.Errorf("claim %s status reports ports %v, want east server and west client", c.Name, roles)
+	}
+}
+
+// draLeftovers lists what the DRA driver still holds for deleted claims: checkpoint entries, CDI
+// specs, link mounts, and anything in the given slots.
+func (x *tier3) draLeftovers(t *testing.T, slots []string) []string {
+	var left []string
+	for uid := range draCheckpoint(t) {
+		left = append(left, "checkpoint claim "+uid)
+	}
+	specs, _ := filepath.Glob("/var/run/cdi/memifnet.io-claim_*.json")
+	for _, s := range specs {
+		left = append(left, "file "+s)
+	}
+	mounts, err := node.Mounts(t3DRADir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		left = append(left, "mount "+m)
+	}
+	for _, s := range slots {
+		ents, err := os.ReadDir(filepath.Join(t3StateDir, names.SocketsSubdir, s))
+		if err != nil {
+			left = append(left, fmt.Sprintf("slot %s: %v", s, err))
+		}
+		for _, e := range ents {
+			left = append(left, "slot "+s+": "+e.Name())
+		}
+	}
+	return left
+}
+
+// draRestore puts the chained install back (the DaemonSet without the driver) and removes what
+// only the DRA overlay made: its RBAC, DeviceClasses and the node's ResourceSlices.
+func (x *tier3) draRestore(ctx context.Context, t *testing.T) {
+	for _, args := range [][]string{
+		{"delete", "pod", "--ignore-not-found", "--wait=true", "--timeout=90s", "memif-dra-rx", "memif-dra-tx", "dra-second-rx", "dra-second-tx", "dra-too-big"},
+		{"delete", "resourceclaim", "--ignore-not-found", "--wait=true", "--timeout=60s", "memif-dra-link", "dra-second", "dra-too-big"},
+		{"apply", "-k", "manifests/"},
+		{"-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m"},
+		{"delete", "--ignore-not-found", "deviceclass", "socket.memifnet.io", "hugepool.memifnet.io"},
+		{"delete", "--ignore-not-found", "clusterrolebinding,clusterrole", "memifnet-dra"},
+		{"delete", "resourceslices", "--field-selector=spec.driver=" + names.DRADriver},
+	} {
+		if out, err := x.c.KubectlCmd(ctx, args...).CombinedOutput(); err != nil {
+			t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	if sl, err := x.cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{}); err != nil || len(sl.Items) != 0 {
+		t.Errorf("ResourceSlices after the DRA step: %v %v", sl, err)
+	}
+}
