@@ -61,6 +61,7 @@ type nad struct {
 type metaOnly struct {
 	Name        string            `json:"name"`
 	Namespace   string            `json:"namespace,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
@@ -105,6 +106,9 @@ func decodeStrict(y []byte) (any, error) {
 		}
 		return &nadObject{n}, nil
 	}
+	if obj, ok, err := decodeCertManager(y, tm.Kind); ok {
+		return obj, err
+	}
 	obj, _, err := strict.Decode(y, nil, nil)
 	return obj, err
 }
@@ -115,6 +119,8 @@ func TestStrictDecodingRejectsTypos(t *testing.T) {
 		"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  containers: [{name: c, image: i, imagePullPolicey: Never}]\n",
 		"apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      hostNetwork: true\n      hostNetwork: false\n",
 		"apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata: {name: x}\nspec: {conifg: \"{}\"}\n",
+		"apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata: {name: x}\nspec: {secretName: s, dnsName: [a]}\n",
+		"apiVersion: cert-manager.io/v1\nkind: Issuer\nmetadata: {name: x}\nspec: {ca: {secret: s}}\n",
 	} {
 		if _, err := decodeStrict([]byte(y)); err == nil {
 			t.Errorf("accepted:\n%s", y)
@@ -124,7 +130,7 @@ func TestStrictDecodingRejectsTypos(t *testing.T) {
 
 type nadObject struct{ nad }
 
-var overlays = []string{"base", "overlays/chained", "overlays/multus", "overlays/dra", "."}
+var overlays = []string{"base", "overlays/chained", "overlays/multus", "overlays/dra", "overlays/cert-manager", "."}
 
 func daemonSet(t *testing.T, objs []any) *appsv1.DaemonSet {
 	t.Helper()
@@ -205,9 +211,10 @@ func TestOverlaysBuild(t *testing.T) {
 // The node agent: namespace, image, hostPaths, flags and their mounts, probes, hugepages.
 func TestNodeAgent(t *testing.T) {
 	wantHostPaths := map[string][]string{
-		"base":             {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP},
-		"overlays/chained": {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d"},
-		"overlays/multus":  {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d/memifnet.d"},
+		"base":                  {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP},
+		"overlays/chained":      {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d"},
+		"overlays/cert-manager": {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d"},
+		"overlays/multus":       {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d/memifnet.d"},
 		"overlays/dra": {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d",
 			kubeletDir + "/plugins", kubeletDir + "/plugins_registry", "/var/run/cdi"},
 	}
@@ -309,7 +316,7 @@ func TestNodeAgent(t *testing.T) {
 				}
 			}
 			switch dir {
-			case "overlays/chained":
+			case "overlays/chained", "overlays/cert-manager":
 				if inst.RestartPolicy == nil || *inst.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 					t.Error("chained: install-cni must be a sidecar (restartPolicy Always) to uninstall on deletion")
 				}

@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -42,6 +43,7 @@ func TestWebhook(t *testing.T) {
 	for _, dir := range overlays {
 		t.Run(dir, func(t *testing.T) {
 			objs := build(t, dir)
+			external := dir == "overlays/cert-manager" // the webhook serves cert-manager's certificate
 			dep := find(t, objs, webhookName, func(d *appsv1.Deployment) string { return d.Name })
 			spec := dep.Spec.Template.Spec
 			if dep.Namespace != namespace || dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
@@ -71,6 +73,9 @@ func TestWebhook(t *testing.T) {
 				if v, _ := flagValue(c.Args, flag); v != want {
 					t.Errorf("--%s=%q, want %s", flag, v, want)
 				}
+			}
+			if v, set := flagValue(c.Args, "certificates"); external && v != "external" || !external && set {
+				t.Errorf("--certificates=%q (set %v): want external with cert-manager, unset (self) otherwise", v, set)
 			}
 			// The pool flag names a pool the device plugin offers.
 			pool, _ := flagValue(c.Args, "pool")
@@ -117,16 +122,30 @@ func TestWebhook(t *testing.T) {
 				svc.Spec.Ports[0].TargetPort.String() != "https" || svc.Namespace != namespace {
 				t.Errorf("Service %+v does not reach the webhook's https port", svc.Spec)
 			}
-			checkConfigurations(t, objs, svc)
-			checkWebhookRBAC(t, objs)
+			checkConfigurations(t, objs, svc, external)
+			checkWebhookRBAC(t, objs, external)
 		})
 	}
 }
 
-func checkConfigurations(t *testing.T, objs []any, svc *corev1.Service) {
+// certManagerInject is the cainjector's annotation, naming the serving Certificate (ns/name).
+const certManagerInject = "cert-manager.io/inject-ca-from"
+
+func checkConfigurations(t *testing.T, objs []any, svc *corev1.Service, external bool) {
 	t.Helper()
 	m := find(t, objs, webhookName, func(c *admissionregv1.MutatingWebhookConfiguration) string { return c.Name })
 	v := find(t, objs, webhookName, func(c *admissionregv1.ValidatingWebhookConfiguration) string { return c.Name })
+	// With cert-manager its cainjector fills caBundle from the webhook's Certificate; otherwise
+	// nothing but the webhook may (two injectors would fight over it).
+	want := map[string]string(nil)
+	if external {
+		want = map[string]string{certManagerInject: namespace + "/" + webhookName}
+	}
+	for kind, a := range map[string]map[string]string{"Mutating": m.Annotations, "Validating": v.Annotations} {
+		if !maps.Equal(a, want) {
+			t.Errorf("%sWebhookConfiguration annotations %v, want %v", kind, a, want)
+		}
+	}
 	type hook struct {
 		cc    admissionregv1.WebhookClientConfig
 		fail  *admissionregv1.FailurePolicyType
@@ -179,8 +198,9 @@ func checkConfigurations(t *testing.T, objs []any, svc *corev1.Service) {
 }
 
 // checkWebhookRBAC: least privilege. Reads: list pods, get nodes. Writes: Events, and only its own
-// Secret, Lease and configurations by name (create cannot be limited by name).
-func checkWebhookRBAC(t *testing.T, objs []any) {
+// Secret, Lease and configurations by name (create cannot be limited by name). With cert-manager
+// (external): no Secret or configuration writes, only reads of them by name.
+func checkWebhookRBAC(t *testing.T, objs []any, external bool) {
 	t.Helper()
 	type rule struct{ group, resource, verbs, names string }
 	flatten := func(rs []rbacv1.PolicyRule) []rule {
@@ -200,6 +220,9 @@ func checkWebhookRBAC(t *testing.T, objs []any) {
 		{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get,update", webhookName},
 		{"admissionregistration.k8s.io", "validatingwebhookconfigurations", "get,update", webhookName},
 	}
+	if external {
+		wantCluster[3].verbs, wantCluster[4].verbs = "get", "get"
+	}
 	if got := flatten(cr.Rules); !slices.Equal(got, wantCluster) {
 		t.Errorf("ClusterRole %s: %+v\nwant %+v", cr.Name, got, wantCluster)
 	}
@@ -207,6 +230,9 @@ func checkWebhookRBAC(t *testing.T, objs []any) {
 	wantNS := []rule{
 		{"", "secrets", "create", ""}, {"", "secrets", "get,update", webhookSecret},
 		{"coordination.k8s.io", "leases", "create", ""}, {"coordination.k8s.io", "leases", "get,update", webhookName},
+	}
+	if external {
+		wantNS = append([]rule{{"", "secrets", "get", webhookSecret}}, wantNS[2:]...)
 	}
 	if got := flatten(role.Rules); role.Namespace != namespace || !slices.Equal(got, wantNS) {
 		t.Errorf("Role %s/%s: %+v\nwant %+v", role.Namespace, role.Name, got, wantNS)

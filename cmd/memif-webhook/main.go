@@ -37,8 +37,17 @@ func main() {
 	flag.StringVar(&o.Holder, "identity", os.Getenv("POD_NAME"), "this replica's name in the Lease (default $POD_NAME)")
 	pool := flag.String("pool", names.DefaultPool, "hugepage pool a zero-copy port gets one unit of ("+names.ResourcePrefix+"<pool>)")
 	flag.DurationVar(&o.Interval, "interval", 5*time.Second, "period of the certificate, CA bundle, readiness and explain passes")
+	certificates := flag.String("certificates", "self", "self: issue, rotate and inject the certificate; external: serve the one cert-manager writes into --secret (its cainjector injects the CA)")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
 	flag.Parse()
+	switch *certificates {
+	case "self":
+	case "external":
+		o.Identity.External = true
+	default:
+		fmt.Fprintf(os.Stderr, "memif-webhook: --certificates=%q: want self or external\n", *certificates)
+		os.Exit(2)
+	}
 	o.Policy.Pool = corev1.ResourceName(names.ResourcePrefix + *pool)
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if err := run(o, *kubeconfig, log); err != nil {
@@ -70,6 +79,6 @@ func run(o server.Options, kubeconfig string, log *slog.Logger) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	log.Info("starting", "listen", o.Listen, "namespace", o.Identity.Namespace, "identity", o.Holder, "pool", o.Policy.Pool)
+	log.Info("starting", "listen", o.Listen, "external-certificates", o.Identity.External, "namespace", o.Identity.Namespace, "identity", o.Holder, "pool", o.Policy.Pool)
 	return server.Run(ctx, cs, o, log)
 }

@@ -4,6 +4,9 @@
 // old ones are still valid: the Secret keeps the previous CA in its bundle until that CA expires,
 // so a replica still serving the old certificate stays trusted while the new one spreads.
 // Loader (every replica) reads the Secret and serves what it holds.
+//
+// With cert-manager (Identity.External, docs/webhook.md) the Secret is cert-manager's: Issue
+// refuses to touch it, and Loader serves its tls.crt/tls.key and finds the CA in ca.crt.
 package certs
 
 import (
@@ -36,6 +39,8 @@ const (
 	KeyKey    = corev1.TLSPrivateKeyKey
 	KeyBundle = "ca-bundle.crt"
 	keyCAKey  = "ca.key"
+	// KeyCA is where cert-manager puts the issuing CA (and what its cainjector injects).
+	KeyCA = "ca.crt"
 )
 
 // Identity is where the certificate lives and what it is for.
@@ -47,6 +52,17 @@ type Identity struct {
 	// Validity of a new serving certificate (the CA gets the same); replaced once less than a
 	// third of it is left.
 	Validity time.Duration
+	// External: cert-manager writes the Secret (KeyCert, KeyKey, KeyCA) and its cainjector
+	// injects the bundle; the webhook only reads it.
+	External bool
+}
+
+// bundleKey is the Secret key holding the CA(s) the served certificate chains to.
+func (id Identity) bundleKey() string {
+	if id.External {
+		return KeyCA
+	}
+	return KeyBundle
 }
 
 // DNSNames are the names the serving certificate holds.
@@ -59,6 +75,10 @@ func (id Identity) DNSNames() []string {
 // renewal, creating or renewing it. It returns the bundle to inject and whether it changed the
 // Secret.
 func Issue(ctx context.Context, cs kubernetes.Interface, id Identity, now time.Time) ([]byte, bool, error) {
+	if id.External {
+		// Never overwrite cert-manager's Secret, even a damaged one: it repairs it.
+		return nil, false, fmt.Errorf("secret %s/%s is cert-manager's (--certificates=external): not issuing", id.Namespace, id.Secret)
+	}
 	secrets := cs.CoreV1().Secrets(id.Namespace)
 	sec, err := secrets.Get(ctx, id.Secret, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -210,22 +230,52 @@ type Loader struct {
 func (l *Loader) Load(ctx context.Context, cs kubernetes.Interface, id Identity, trusted func(caDER []byte) bool) (changed bool, err error) {
 	sec, err := cs.CoreV1().Secrets(id.Namespace).Get(ctx, id.Secret, metav1.GetOptions{})
 	if err != nil {
+		if id.External && apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("reading secret %s/%s: %w (--certificates=external: cert-manager's Certificate %s/%s writes it; is cert-manager installed and the Certificate Ready?)",
+				id.Namespace, id.Secret, err, id.Namespace, id.Service)
+		}
 		return false, fmt.Errorf("reading secret %s/%s: %w", id.Namespace, id.Secret, err)
 	}
-	pair, err := tls.X509KeyPair(sec.Data[KeyCert], sec.Data[KeyKey])
+	pair, ca, err := check(sec.Data, id, time.Now())
 	if err != nil {
 		return false, fmt.Errorf("secret %s/%s: %w", id.Namespace, id.Secret, err)
 	}
+	bundle := sec.Data[id.bundleKey()]
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.cert != nil && bytes.Equal(l.cert.Certificate[0], pair.Certificate[0]) && bytes.Equal(l.bundle, sec.Data[KeyBundle]) {
+	if l.cert != nil && bytes.Equal(l.cert.Certificate[0], pair.Certificate[0]) && bytes.Equal(l.bundle, bundle) {
 		return false, nil
 	}
-	if l.cert != nil && !trusted(issuer(&pair, sec.Data[KeyBundle])) {
+	if l.cert != nil && !trusted(ca) {
 		return false, nil
 	}
-	l.cert, l.bundle = &pair, sec.Data[KeyBundle]
+	l.cert, l.bundle = pair, bundle
 	return true, nil
+}
+
+// check parses the serving pair and finds the CA that signed it in the Secret's bundle; the
+// errors name the Secret key at fault (someone edited the Secret, or cert-manager has not
+// finished writing it).
+func check(data map[string][]byte, id Identity, now time.Time) (*tls.Certificate, []byte, error) {
+	pair, err := tls.X509KeyPair(data[KeyCert], data[KeyKey])
+	if err != nil {
+		return nil, nil, fmt.Errorf("keys %s and %s are not a certificate and its private key: %w", KeyCert, KeyKey, err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, nil, fmt.Errorf("key %s: %w", KeyCert, err)
+	}
+	if err := leaf.VerifyHostname(id.DNSNames()[2]); err != nil {
+		return nil, nil, fmt.Errorf("key %s: %w", KeyCert, err)
+	}
+	if now.After(leaf.NotAfter) {
+		return nil, nil, fmt.Errorf("key %s: expired at %s", KeyCert, leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	ca := issuer(&pair, data[id.bundleKey()])
+	if ca == nil {
+		return nil, nil, fmt.Errorf("key %s holds no CA certificate that signed %s", id.bundleKey(), KeyCert)
+	}
+	return &pair, ca, nil
 }
 
 // GetCertificate serves the loaded certificate.

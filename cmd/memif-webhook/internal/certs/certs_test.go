@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -96,5 +98,30 @@ func TestLoader(t *testing.T) {
 	}
 	if !Trusts(bundle, l.Issuer()) || Trusts([]byte("x"), l.Issuer()) || Trusts(bundle, nil) {
 		t.Fatal("Trusts/Issuer disagree with the bundle")
+	}
+}
+
+// External mode: Issue never creates or overwrites cert-manager's Secret, not even a damaged
+// one (cert-manager repairs it), and says why.
+func TestIssueExternalWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	ext := id
+	ext.External = true
+	damaged := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: id.Namespace, Name: id.Secret},
+		Type: corev1.SecretTypeTLS, Data: map[string][]byte{KeyCert: []byte("garbage"), KeyKey: []byte("garbage"), KeyCA: []byte("garbage")}}
+	for name, cs := range map[string]*fake.Clientset{"missing": fake.NewClientset(), "damaged": fake.NewClientset(damaged)} {
+		cs.ClearActions()
+		_, changed, err := Issue(ctx, cs, ext, time.Now())
+		if err == nil || changed || !strings.Contains(err.Error(), "is cert-manager's (--certificates=external): not issuing") {
+			t.Errorf("%s: Issue in external mode: changed %v, err %v", name, changed, err)
+		}
+		if n := len(cs.Actions()); n != 0 {
+			t.Errorf("%s: Issue in external mode made %d API calls", name, n)
+		}
+	}
+	// Loader: a missing Secret says who writes it.
+	var l Loader
+	if _, err := l.Load(ctx, fake.NewClientset(), ext, nil); err == nil || !strings.Contains(err.Error(), "cert-manager's Certificate memifnet-system/memifnet-webhook writes it") {
+		t.Errorf("Load without cert-manager's Secret: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 // Package server wires the webhook together: the TLS endpoints every replica serves, the health
 // endpoints, and the work one replica does at a time under a Lease (issuing and renewing the
-// certificate, injecting the CA bundle, explaining pending link pods).
+// certificate, injecting the CA bundle, explaining pending link pods). With cert-manager
+// (Identity.External) the leader only explains: cert-manager issues, its cainjector injects.
 package server
 
 import (
@@ -134,6 +135,10 @@ func readiness(ctx context.Context, cs kubernetes.Interface, l *certs.Loader, id
 		return fmt.Sprintf("no webhook configuration %s calls service %s/%s", t.Configuration, t.Namespace, t.Service)
 	}
 	if !trusted(l.Issuer()) {
+		if id.External {
+			return fmt.Sprintf("the webhook configurations do not trust the served certificate yet (cert-manager's cainjector injects %s of secret %s/%s where the annotation cert-manager.io/inject-ca-from names the Certificate)",
+				certs.KeyCA, id.Namespace, id.Secret)
+		}
 		return "the webhook configurations do not trust the served certificate yet"
 	}
 	return ""
@@ -176,25 +181,34 @@ func leaderWork(ctx context.Context, cs kubernetes.Interface, o Options, t cainj
 	defer bc.Shutdown()
 	ex := &explain.Explainer{Client: cs, Log: log,
 		Recorder: bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "memifnet-webhook"})}
+	if o.Identity.External {
+		ex.Loop(ctx, o.Interval)
+		return
+	}
 	go ex.Loop(ctx, o.Interval)
 	for {
-		bundle, changed, err := certs.Issue(ctx, cs, o.Identity, time.Now())
-		if err != nil {
-			log.Error("certificate", "err", err)
-		} else {
-			if changed {
-				log.Info("issued a serving certificate", "secret", o.Identity.Namespace+"/"+o.Identity.Secret)
-			}
-			if n, err := cainject.Inject(ctx, cs, t, bundle); err != nil {
-				log.Error("injecting the CA bundle", "err", err)
-			} else if n > 0 {
-				log.Info("injected the CA bundle", "configurations", n)
-			}
-		}
+		certPass(ctx, cs, o.Identity, t, log)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(o.Interval):
 		}
+	}
+}
+
+// certPass issues or renews the certificate and injects its bundle (self-managed mode only).
+func certPass(ctx context.Context, cs kubernetes.Interface, id certs.Identity, t cainject.Target, log *slog.Logger) {
+	bundle, changed, err := certs.Issue(ctx, cs, id, time.Now())
+	if err != nil {
+		log.Error("certificate", "err", err)
+		return
+	}
+	if changed {
+		log.Info("issued a serving certificate", "secret", id.Namespace+"/"+id.Secret)
+	}
+	if n, err := cainject.Inject(ctx, cs, t, bundle); err != nil {
+		log.Error("injecting the CA bundle", "err", err)
+	} else if n > 0 {
+		log.Info("injected the CA bundle", "configurations", n)
 	}
 }
