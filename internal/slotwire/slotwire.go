@@ -57,16 +57,16 @@ func BindLink(slot *safefs.Dir, dirs linkdir.Dirs, ns, name string, mount safefs
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
-		return fmt.Errorf("%w; memif-cni did not make it", err)
+		return fmt.Errorf("%w; memifnet did not make it", err)
 	case in.MountRoot && in.Identity.SameFile(mount):
 		return nil
 	case in.MountRoot:
-		return &safefs.RefusedError{Path: slot.Path() + "/" + names.LinkSubdir, Reason: "another file system is mounted there; memif-cni did not mount it"}
+		return &safefs.RefusedError{Path: slot.Path() + "/" + names.LinkSubdir, Reason: "another file system is mounted there; memifnet did not mount it"}
 	default:
 		// A directory left by the pod (or by an undo that could not remove it): take it away
 		// if it is empty, so that the mount goes onto a directory made now.
 		if err := slot.Remove(names.LinkSubdir); err != nil {
-			return &safefs.RefusedError{Path: slot.Path() + "/" + names.LinkSubdir, Reason: "a directory memif-cni did not make, and not empty"}
+			return &safefs.RefusedError{Path: slot.Path() + "/" + names.LinkSubdir, Reason: "a directory memifnet did not make, and not empty"}
 		}
 	}
 	if _, err := slot.Mkdir(names.LinkSubdir, 0o755); err != nil {
