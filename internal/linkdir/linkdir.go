@@ -24,6 +24,9 @@ type Limits struct {
 	Inodes int64
 }
 
+// DefaultLimits hold a link's socket and nothing much else: the directory is the pod's to write.
+var DefaultLimits = Limits{Bytes: 64 << 10, Inodes: 16}
+
 // Dirs implements state.LinkDirs under Root (<stateDir>/links, written by memif-cni only).
 type Dirs struct {
 	Root   string

@@ -12,6 +12,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/memifnet/memifnet/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
 )
 
@@ -76,14 +77,12 @@ type LinkLimits struct {
 	Inodes int64 `json:"inodes,omitempty"`
 }
 
-// Defaults and bounds of LinkLimits.
+// Bounds of LinkLimits (the defaults are linkdir.DefaultLimits).
 const (
-	DefaultLinkBytes  = 64 << 10
-	DefaultLinkInodes = 16
-	minLinkBytes      = 4 << 10
-	maxLinkBytes      = 16 << 20
-	minLinkInodes     = 4
-	maxLinkInodes     = 4096
+	minLinkBytes  = 4 << 10
+	maxLinkBytes  = 16 << 20
+	minLinkInodes = 4
+	maxLinkInodes = 4096
 )
 
 // RuntimeConfig is what the runtime passes for the capabilities the plugin declares. It is
@@ -145,10 +144,10 @@ func Parse(data []byte, strict bool) (*NetConf, error) {
 		c.TimeoutSeconds = 10
 	}
 	if c.LinkLimits.Bytes == 0 {
-		c.LinkLimits.Bytes = DefaultLinkBytes
+		c.LinkLimits.Bytes = linkdir.DefaultLimits.Bytes
 	}
 	if c.LinkLimits.Inodes == 0 {
-		c.LinkLimits.Inodes = DefaultLinkInodes
+		c.LinkLimits.Inodes = linkdir.DefaultLimits.Inodes
 	}
 	var errs []string
 	for _, p := range []struct{ field, path string }{

@@ -161,7 +161,7 @@ func newDRA(opts Options, nodes []int, limits slots.Limits) (*dra.Driver, error)
 	do := dra.Options{
 		DriverName: dc.Driver(), NodeName: opts.NodeName, StateDir: opts.StateDir,
 		SlotsDir:   filepath.Join(opts.StateDir, names.SocketsSubdir),
-		LinkLimits: linkdir.Limits{Bytes: 64 << 10, Inodes: 16},
+		LinkLimits: linkdir.DefaultLimits,
 		CDI:        cdi.Writer{Dir: opts.CDIDir}, Log: opts.Log,
 	}
 	if opts.CDIDir == "" {
