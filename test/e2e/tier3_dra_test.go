@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,9 +16,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
 	"github.com/memifnet/memifnet/test/e2e/cluster"
 	"github.com/memifnet/memifnet/test/e2e/node"
 )
@@ -90,6 +93,16 @@ spec:
 `, name, claim, cluster.Image, strings.Join(quoted, ", "), request)
 }
 
+// draStatus is the data the driver reports for a socket device in a claim's status.devices
+// (docs/dra.md).
+type draStatus struct {
+	Port       string `json:"port"`
+	Role       string `json:"role"`
+	Socket     string `json:"socket"`
+	Link       string `json:"link,omitempty"`
+	HostSocket string `json:"hostSocket,omitempty"`
+}
+
 // draCheckpoint is the DRA driver's checkpoint on the node: claim UID -> prepared.
 func draCheckpoint(t *testing.T) map[string]bool {
 	t.Helper()
@@ -131,7 +144,8 @@ func (x *tier3) draClaim(ctx context.Context, t *testing.T, name string) *resour
 // traffic; the claim status reports each port; a node agent rollout restart keeps the prepared
 // claims (the checkpoint) and the traffic; a claim that cannot fit stays Pending and the
 // scheduler says why; deleting the pods and claims unprepares: no claim left in the checkpoint,
-// no CDI spec, no link mount, the slots scrubbed. Then the chained install is put back.
+// no CDI spec, no link mount, the slots scrubbed. examples/dra-host-port.yaml then runs against a
+// host data plane played on the node (draHostPort). Then the chained install is put back.
 func (x *tier3) dra(ctx context.Context, t *testing.T) {
 	x.kubectl(ctx, t, "apply", "-k", "manifests/overlays/dra/")
 	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
@@ -279,6 +293,8 @@ spec:
 		t.Fatalf("%v: left behind:\n  %s", err, strings.Join(left, "\n  "))
 	}
 	x.logf("dra: pods and claims deleted: slots %q scrubbed, no claim in the checkpoint, no CDI spec, no link mount", slots)
+
+	x.draHostPort(ctx, t, devs)
 }
 
 // preparedClaim waits until the link claim is allocated (two distinct slots) and the driver has
@@ -309,7 +325,7 @@ func (x *tier3) draPorts(t *testing.T, c *resourcev1.ResourceClaim) {
 		if d.Driver != names.DRADriver || d.Data == nil {
 			continue
 		}
-		var p struct{ Port, Role, Socket string }
+		var p draStatus
 		if err := json.Unmarshal(d.Data.Raw, &p); err != nil {
 			t.Fatal(err)
 		}
@@ -357,8 +373,9 @@ func (x *tier3) draLeftovers(t *testing.T, slots []string) []string {
 // only the DRA overlay made: its RBAC, DeviceClasses and the node's ResourceSlices.
 func (x *tier3) draRestore(ctx context.Context, t *testing.T) {
 	for _, args := range [][]string{
-		{"delete", "pod", "--ignore-not-found", "--wait=true", "--timeout=90s", "memif-dra-rx", "memif-dra-tx", "dra-second-rx", "dra-second-tx", "dra-too-big"},
+		{"delete", "pod", "--ignore-not-found", "--wait=true", "--timeout=90s", "memif-dra-rx", "memif-dra-tx", "dra-second-rx", "dra-second-tx", "dra-too-big", "memif-dra-host-port"},
 		{"delete", "resourceclaim", "--ignore-not-found", "--wait=true", "--timeout=60s", "memif-dra-link", "dra-second", "dra-too-big"},
+		{"delete", "resourceclaimtemplate", "--ignore-not-found", "memif-dra-host-port"},
 		{"apply", "-k", "manifests/"},
 		{"-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m"},
 		{"delete", "--ignore-not-found", "deviceclass", "socket.memifnet.io", "hugepool.memifnet.io"},
@@ -372,4 +389,175 @@ func (x *tier3) draRestore(ctx context.Context, t *testing.T) {
 	if sl, err := x.cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{}); err != nil || len(sl.Items) != 0 {
 		t.Errorf("ResourceSlices after the DRA step: %v %v", sl, err)
 	}
+}
+
+// draHostPort: examples/dra-host-port.yaml on the cluster. The pod's claim is made from the
+// template (owned by the pod) and allocated one DRA slot and one drapool unit on the same NUMA
+// node (the template's matchAttribute); the claim status reports the port, its role (the pod is
+// the client) and hostSocket; the container gets the claim's CDI devices and $MEMIFNET_POOLS. The
+// host data plane is played on the node by memif-perf, as the examples step does for the chained
+// host port, with what the claim status and the slot's port.json say (socket, id, secret, queues,
+// sizes): both ends verify every byte, and the pod's memif-perf (the client, which owns the
+// shared memory) maps its region from the unit. Deleting the example deletes the claim and
+// unprepares it. devs are the node's devices from its ResourceSlices.
+func (x *tier3) draHostPort(ctx context.Context, t *testing.T, devs []resourcev1.Device) {
+	const pod, podClaim = "memif-dra-host-port", "port"
+	start := time.Now()
+	x.kubectl(ctx, t, "apply", "-f", "manifests/examples/dra-host-port.yaml")
+	var name string
+	if err := node.Poll(ctx, time.Minute, pod+" claim from the template", func() (bool, error) {
+		p, err := x.cs.CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, s := range p.Status.ResourceClaimStatuses {
+			if s.Name == podClaim && s.ResourceClaimName != nil {
+				name = *s.ResourceClaimName
+			}
+		}
+		return name != "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var c *resourcev1.ResourceClaim
+	if err := node.Poll(ctx, 2*time.Minute, "claim "+name+" prepared", func() (bool, error) {
+		var err error
+		c, err = x.cs.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
+		return err == nil && c.Status.Allocation != nil && len(c.Status.Devices) == 2, err
+	}); err != nil {
+		t.Fatalf("%v: status %+v", err, c.Status)
+	}
+	if owner := metav1.GetControllerOf(c); owner == nil || owner.Kind != "Pod" || owner.Name != pod ||
+		c.Annotations["resource.kubernetes.io/pod-claim-name"] != podClaim {
+		t.Errorf("claim %s: owner %+v, annotations %v; want one made from the template for pod %s", name, owner, c.Annotations, pod)
+	}
+
+	// The allocation: a socket slot for vswitch, a unit for mem, on one NUMA node.
+	byName := map[string]resourcev1.Device{}
+	for _, d := range devs {
+		byName[d.Name] = d
+	}
+	got := map[string]string{} // request -> device
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.Driver != names.DRADriver || r.Pool != cluster.NodeName {
+			t.Errorf("claim %s: result %+v is not of %s on %s", name, r, names.DRADriver, cluster.NodeName)
+		}
+		got[r.Request] = r.Device
+	}
+	slot, unit := got["vswitch"], got["mem"]
+	attr := func(dev, key string) string {
+		a, ok := byName[dev].Attributes[resourcev1.QualifiedName(key)]
+		switch {
+		case !ok:
+			return ""
+		case a.StringValue != nil:
+			return *a.StringValue
+		case a.IntValue != nil:
+			return fmt.Sprint(*a.IntValue)
+		}
+		return fmt.Sprint(a)
+	}
+	if len(got) != 2 || attr(slot, "type") != "socket" || attr(unit, "type") != "hugepage" || attr(unit, "pageSize") != "2Mi" {
+		t.Fatalf("claim %s allocation %v: want request vswitch a socket slot and mem a 2Mi unit", name, got)
+	}
+	if n := attr(slot, "numaNode"); n == "" || n != attr(unit, "numaNode") {
+		t.Fatalf("claim %s: slot %s on NUMA node %q, unit %s on %q; the template asks for one node", name, slot, n, unit, attr(unit, "numaNode"))
+	}
+
+	// The claim status: the port, the pod's role, its socket in the container and on the node.
+	var st draStatus
+	for _, d := range c.Status.Devices {
+		if d.Device == slot && d.Data != nil {
+			if err := json.Unmarshal(d.Data.Raw, &st); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := draStatus{Port: "vswitch", Role: "client", Socket: names.ContainerDir + "/" + slot + "/" + names.SocketFile,
+		HostSocket: filepath.Join(t3StateDir, names.SocketsSubdir, slot, names.SocketFile)}
+	if st != want {
+		t.Fatalf("claim %s status of %s: %+v, want %+v", name, slot, st, want)
+	}
+	info := x.containerInfo(ctx, t, "default", pod)
+	for _, s := range []string{"memifnet.io/claim=" + string(c.UID) + "-" + slot, "memifnet.io/claim=" + string(c.UID) + "-" + unit,
+		names.EnvPools + "=" + names.ContainerPoolsDir + "/" + unit} {
+		if !strings.Contains(info, s) {
+			t.Errorf("%s: the container was not created with %s", pod, s)
+		}
+	}
+	x.logf("dra: %s got claim %s: slot %s and unit %s on NUMA node %s; status %+v",
+		pod, name, slot, unit, attr(slot, "numaNode"), st)
+
+	// The host data plane, from the claim status and the slot's port.json.
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(st.HostSocket), names.PortFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec portspec.PortSpec
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatalf("port.json of %s: %v\n%s", slot, err, b)
+	}
+	if spec.Name != "vswitch" || spec.Role != "client" || spec.Queues != 2 || spec.Mode != portspec.ModeEthernet {
+		t.Fatalf("port.json of %s: %s; want port vswitch, client, 2 queues (the template's), ethernet", slot, b)
+	}
+	args := []string{"--role", "server", "--socket", st.HostSocket, "--id", fmt.Sprint(spec.ID), "--queues", fmt.Sprint(spec.Queues),
+		"--ring-size", fmt.Sprint(spec.RingSize), "--buffer-size", fmt.Sprint(spec.BufferSize),
+		"--mode", "txrx", "--verify", "--size", "1500", "--duration", "10s", "--connect-timeout", "2m"}
+	if spec.Secret != "" {
+		args = append(args, "--secret", spec.Secret)
+	}
+	var out bytes.Buffer
+	perf := x.hostPerf(ctx, args...)
+	perf.Stdout, perf.Stderr = &out, &out
+	if err := perf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The pod's memif-perf is the client: it maps the region from its pool unit once it
+	// connects, and holds it while the link is up (its run lasts 20 s, the host's 10 s).
+	pid := x.containerPID(ctx, t, "default", pod)
+	maps := fmt.Sprintf("/proc/%d/maps", pid)
+	var mapped string
+	mapErr := node.Poll(ctx, 30*time.Second, pod+" maps "+unit, func() (bool, error) {
+		b, err := os.ReadFile(maps)
+		if err != nil {
+			return false, err
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasSuffix(l, "/"+unit) {
+				mapped = l
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	err = perf.Wait()
+	sum, ok := node.Summary(out.String())
+	if err != nil || !ok || sum["verify_errors"] != 0 || sum["rx_pkts"] == 0 || !strings.Contains(out.String(), "corrupt=0 lost=0 late=0") {
+		t.Fatalf("host data plane (memif-perf %s): %v\n%s\npod logs:\n%s", strings.Join(args, " "), err, out.String(), x.logs(ctx, "default", pod))
+	}
+	x.logf("dra: host data plane on %s: %s", st.HostSocket, summaryLine(out.String()))
+	if mapErr != nil {
+		t.Fatalf("%v: the client did not map its region from the pool unit", mapErr)
+	}
+	x.logf("dra: %s (pid %d) maps its region from the unit: %s", pod, pid, strings.Join(strings.Fields(mapped), " "))
+	x.podSucceeded(ctx, t, "default", pod, 2*time.Minute)
+	x.verified(ctx, t, "default", pod)
+
+	// Deleting the example deletes the generated claim, and the driver unprepares it.
+	x.kubectl(ctx, t, "delete", "-f", "manifests/examples/dra-host-port.yaml", "--wait=true", "--timeout=2m")
+	var left []string
+	if err := node.Poll(ctx, 60*time.Second, "claim "+name+" deleted and unprepared", func() (bool, error) {
+		_, err := x.cs.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		left = x.draLeftovers(t, []string{slot})
+		if err == nil {
+			left = append(left, "claim "+name)
+		}
+		return len(left) == 0, nil
+	}); err != nil {
+		t.Fatalf("%v: left behind:\n  %s", err, strings.Join(left, "\n  "))
+	}
+	x.logf("dra: examples/dra-host-port.yaml deleted: claim %s gone, slot %s scrubbed, nothing prepared (%.1f s)", name, slot, time.Since(start).Seconds())
 }

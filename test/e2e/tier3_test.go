@@ -338,11 +338,7 @@ func (x *tier3) examples(ctx context.Context, t *testing.T) {
 	if s, _ := hp["secret"].(string); s != "" {
 		args = append(args, "--secret", s)
 	}
-	// As root with umask 0, as a host data plane serving non-root pods must: the pod (uid
-	// 65532) connects to the socket this creates, which needs write permission on it.
-	perf := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", `umask 0 && exec "$0" "$@"`,
-		filepath.Join(x.repo, "hack", "_out", "bin", "memif-perf")}, args...)...)
-	out, err := perf.CombinedOutput()
+	out, err := x.hostPerf(ctx, args...).CombinedOutput()
 	sum, ok := node.Summary(string(out))
 	if err != nil || !ok || sum["verify_errors"] != 0 || sum["rx_pkts"] == 0 {
 		t.Fatalf("host data plane (memif-perf %s): %v\n%s", strings.Join(args, " "), err, out)
@@ -354,6 +350,14 @@ func (x *tier3) examples(ctx context.Context, t *testing.T) {
 	}
 	x.kubectl(ctx, t, "delete", "-k", "manifests/examples/", "--wait=true")
 	x.noLeftovers(ctx, t, "after kubectl delete -k manifests/examples/")
+}
+
+// hostPerf is the host data plane: memif-perf (the build's) run on the node as root with umask 0,
+// as a host data plane serving non-root pods must: the pod (uid 65532) connects to the socket
+// this creates, which needs write permission on it.
+func (x *tier3) hostPerf(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", `umask 0 && exec "$0" "$@"`,
+		filepath.Join(x.repo, "hack", "_out", "bin", "memif-perf")}, args...)...)
 }
 
 // noLeftovers waits until no pod's attachment is left on the node (the last DEL may still run).
