@@ -241,6 +241,12 @@ func TestNodeAgent(t *testing.T) {
 					if _, cluster := o.(*resourcev1.DeviceClass); cluster {
 						continue
 					}
+					if _, cluster := o.(*admissionregv1.ValidatingAdmissionPolicy); cluster {
+						continue
+					}
+					if _, cluster := o.(*admissionregv1.ValidatingAdmissionPolicyBinding); cluster {
+						continue
+					}
 					if ns := m.GetNamespace(); ns != namespace {
 						t.Errorf("%T in namespace %q, want %s", o, ns, namespace)
 					}
@@ -651,6 +657,21 @@ func TestDRAOverlay(t *testing.T) {
 			t.Errorf("ClusterRole memifnet-dra does not allow %s %s", rv[1], rv[0])
 		}
 	}
+	// Least privilege (docs/dra.md lists exactly these; the e2e tier 3 checks can-i on the cluster).
+	var got []string
+	for _, r := range rules {
+		got = append(got, fmt.Sprintf("%v %v %v", r.APIGroups, r.Resources, r.Verbs))
+	}
+	want := []string{
+		"[resource.k8s.io] [resourceslices] [list watch create update delete]",
+		"[resource.k8s.io] [resourceclaims] [get]",
+		"[resource.k8s.io] [resourceclaims/status] [update]",
+		"[] [nodes] [get]",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("ClusterRole memifnet-dra rules:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	checkDRAPolicies(t, objs)
 	spec := daemonSet(t, objs).Spec.Template.Spec
 	dp := container(t, spec.Containers, "deviceplugin")
 	mounted := map[string]bool{}
@@ -783,5 +804,71 @@ func checkPortConfigs(t *testing.T, cfgs []resourcev1.DeviceClaimConfiguration) 
 				t.Errorf("PortConfig field %q is not one the driver knows (docs/dra.md)", k)
 			}
 		}
+	}
+}
+
+// checkDRAPolicies: the admission policies that confine the node agent's token (docs/security.md
+// D6-D8) match the agent's service account, key on the token's node name, cover every write the
+// RBAC allows, fail closed and are bound to deny.
+func checkDRAPolicies(t *testing.T, objs []any) {
+	t.Helper()
+	const user = "system:serviceaccount:" + namespace + ":memifnet"
+	if sa := daemonSet(t, objs).Spec.Template.Spec.ServiceAccountName; "system:serviceaccount:"+namespace+":"+sa != user {
+		t.Fatalf("the node agent runs as service account %s, the policies match %s", sa, user)
+	}
+	covers := map[string]string{"memifnet-dra-resourceslices": "resourceslices CREATE,UPDATE,DELETE", "memifnet-dra-claim-status": "resourceclaims/status UPDATE"}
+	bound := map[string]bool{}
+	for _, o := range objs {
+		if b, ok := o.(*admissionregv1.ValidatingAdmissionPolicyBinding); ok {
+			if b.Spec.PolicyName == b.Name && slices.Equal(b.Spec.ValidationActions, []admissionregv1.ValidationAction{admissionregv1.Deny}) &&
+				b.Spec.ParamRef == nil && b.Spec.MatchResources == nil {
+				bound[b.Name] = true
+			}
+		}
+	}
+	for _, o := range objs {
+		p, ok := o.(*admissionregv1.ValidatingAdmissionPolicy)
+		if !ok {
+			continue
+		}
+		want, known := covers[p.Name]
+		if !known {
+			t.Errorf("unexpected policy %s", p.Name)
+			continue
+		}
+		delete(covers, p.Name)
+		if !bound[p.Name] {
+			t.Errorf("policy %s: no binding of the same name that denies", p.Name)
+		}
+		if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionregv1.Fail {
+			t.Errorf("policy %s: failurePolicy must be Fail", p.Name)
+		}
+		var rules []string
+		for _, r := range p.Spec.MatchConstraints.ResourceRules {
+			var ops []string
+			for _, op := range r.Operations {
+				ops = append(ops, string(op))
+			}
+			rules = append(rules, strings.Join(r.Resources, ",")+" "+strings.Join(ops, ","))
+			if !slices.Equal(r.APIGroups, []string{"resource.k8s.io"}) || !slices.Equal(r.APIVersions, []string{"*"}) {
+				t.Errorf("policy %s: rule %+v must cover every version of resource.k8s.io", p.Name, r)
+			}
+		}
+		if !slices.Equal(rules, []string{want}) {
+			t.Errorf("policy %s covers %q, want %q", p.Name, rules, want)
+		}
+		if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != "request.userInfo.username == '"+user+"'" {
+			t.Errorf("policy %s: matchConditions %+v, want the node agent's user only", p.Name, p.Spec.MatchConditions)
+		}
+		if len(p.Spec.Variables) == 0 || p.Spec.Variables[0].Name != "nodeName" ||
+			!strings.Contains(p.Spec.Variables[0].Expression, "request.userInfo.extra[?'authentication.kubernetes.io/node-name']") {
+			t.Errorf("policy %s: its first variable must be the token's node name", p.Name)
+		}
+		if len(p.Spec.Validations) < 2 || p.Spec.Validations[0].Expression != "variables.nodeName != ''" {
+			t.Errorf("policy %s: its first validation must refuse a token without a node name", p.Name)
+		}
+	}
+	for name := range covers {
+		t.Errorf("no policy %s", name)
 	}
 }
