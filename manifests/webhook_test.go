@@ -199,10 +199,10 @@ func checkConfigurations(t *testing.T, objs []any, svc *corev1.Service, external
 				t.Errorf("validating matchConditions must also select pods with a %s label (forgery)", names.LinkLabelPrefix)
 			}
 			if !strings.Contains(h.conds[0].Expression, "podAntiAffinity.?requiredDuringSchedulingIgnoredDuringExecution") ||
-				!strings.Contains(h.conds[0].Expression, "n != request.namespace") {
+				!strings.Contains(h.conds[0].Expression, "n != request.?namespace.orValue('')") {
 				t.Error("validating matchConditions must also select pods whose affinity terms reach link labels of other namespaces")
 			}
-			if c := h.conds[1].Expression; !strings.HasPrefix(c, "request.subResource != 'status' ||") {
+			if c := h.conds[1].Expression; !strings.HasPrefix(c, "request.?subResource.orValue('') != 'status' ||") {
 				t.Errorf("validating matchConditions: the second must send status updates only when they change metadata: %s", c)
 			}
 		}
