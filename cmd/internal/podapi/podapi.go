@@ -23,8 +23,8 @@ const (
 	SourceAPIServer = "apiserver"
 )
 
-// UserAgent is what the lookups call themselves.
-const UserAgent = "memif-cni-podinfo"
+// UserAgent is what the lookups call themselves: the helper's name.
+const UserAgent = podquery.Helper
 
 // Lookup asks the kubelet, then the API server, whichever q names.
 func Lookup(ctx context.Context, q podquery.Query) podquery.Answer {
