@@ -80,8 +80,8 @@ func (x *tier3) draRBAC(ctx context.Context, t *testing.T) {
 		"resourceclaims.resource.k8s.io/status [] [] [update]",
 		"resourceslices.resource.k8s.io [] [] [list watch create update delete]",
 	}
-	if !slices.Equal(extra, want) {
-		t.Fatalf("under the DRA overlay memifnet-system/memifnet may, beyond every service account:\n  %s\nwant:\n  %s",
+	if !slices.Equal(extra, want) { // not fatal: the attacks below show what the rules allow
+		t.Errorf("under the DRA overlay memifnet-system/memifnet may, beyond every service account:\n  %s\nwant:\n  %s",
 			strings.Join(extra, "\n  "), strings.Join(want, "\n  "))
 	}
 	x.logf("dra: memifnet-system/memifnet may %q besides self-reviews and discovery", extra)
@@ -112,13 +112,15 @@ func (x *tier3) canI(ctx context.Context, t *testing.T, sa string) []string {
 	return extra
 }
 
-// refusedBy fails unless err is the API server's 403 from policy, saying why.
-func refusedBy(t *testing.T, what string, err error, policy, why string) string {
+// refusedBy reports whether err is the API server's 403 from policy, saying why, and fails the
+// test (going on: each attack is independent) if not.
+func refusedBy(t *testing.T, what string, err error, policy, why string) bool {
 	t.Helper()
 	if err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), policy) || !strings.Contains(err.Error(), why) {
-		t.Fatalf("%s: %v; want a refusal by %s saying %q", what, err, policy, why)
+		t.Errorf("%s: %v; want a refusal by %s saying %q", what, err, policy, why)
+		return false
 	}
-	return err.Error()
+	return true
 }
 
 // nodeSelectorFor is a node-local allocation's nodeSelector, as the scheduler writes it.
@@ -211,10 +213,21 @@ func (x *tier3) draAttacks(ctx context.Context, t *testing.T) {
 		before, _ := json.Marshal(c.Status)
 		change(c)
 		_, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{})
-		x.logf("dra: compromised node: %s refused: %s", why, refusedBy(t, why, err, policy, why))
+		if refusedBy(t, "claim "+name+": "+why, err, policy, why) {
+			x.logf("dra: compromised node: %s refused: %v", why, err)
+		}
 		after, err := x.cs.ResourceV1().ResourceClaims(t3VictimNS).Get(ctx, name, metav1.GetOptions{})
-		if b, _ := json.Marshal(after.Status); err != nil || string(b) != string(before) {
-			t.Fatalf("claim %s/%s status changed: %s, was %s (%v)", t3VictimNS, name, b, before, err)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := json.Marshal(after.Status); string(b) != string(before) {
+			t.Errorf("claim %s/%s status changed: %s, was %s", t3VictimNS, name, b, before)
+			// Put it back for the next attack.
+			after.Status = resourcev1.ResourceClaimStatus{}
+			_ = json.Unmarshal(before, &after.Status)
+			if _, err := x.cs.ResourceV1().ResourceClaims(t3VictimNS).UpdateStatus(ctx, after, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	forge("gpu", "status.allocation", t3ClaimPolicy, func(c *resourcev1.ResourceClaim) {
@@ -241,20 +254,27 @@ func (x *tier3) draAttacks(ctx context.Context, t *testing.T) {
 	} {
 		_, err := sliceAPI.Create(ctx, s, metav1.CreateOptions{})
 		what := "create slice of " + s.Spec.Driver + " on " + *s.Spec.NodeName
-		x.logf("dra: compromised node: %s refused: %s", what, refusedBy(t, what, err, t3SlicesPolicy, "not one of driver "+s.Spec.Driver+" on node "+*s.Spec.NodeName))
+		if refusedBy(t, what, err, t3SlicesPolicy, "not one of driver "+s.Spec.Driver+" on node "+*s.Spec.NodeName) {
+			x.logf("dra: compromised node: %s refused: %v", what, err)
+		}
 		if _, err := x.cs.ResourceV1().ResourceSlices().Get(ctx, s.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Fatalf("forged slice %s exists: %v", s.Name, err)
+			t.Errorf("forged slice %s exists: %v", s.Name, err)
 		}
 	}
 	for name, why := range map[string]string{"victim-gpu": "driver " + t3OtherDriver + " on node " + cluster.NodeName, "victim-elsewhere": "driver " + names.DRADriver + " on node " + t3OtherNode} {
 		err := sliceAPI.Delete(ctx, name, metav1.DeleteOptions{})
-		x.logf("dra: compromised node: delete slice %s refused: %s", name, refusedBy(t, "delete slice "+name, err, t3SlicesPolicy, why))
+		if refusedBy(t, "delete slice "+name, err, t3SlicesPolicy, why) {
+			x.logf("dra: compromised node: delete slice %s refused: %v", name, err)
+		}
 		if _, err := x.cs.ResourceV1().ResourceSlices().Get(ctx, name, metav1.GetOptions{}); err != nil {
-			t.Fatalf("slice %s after the refused delete: %v", name, err)
+			t.Errorf("slice %s after the delete: %v", name, err)
 		}
 	}
 	if err := sliceAPI.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: "spec.driver=" + t3OtherDriver}); !apierrors.IsForbidden(err) {
-		t.Fatalf("deletecollection of %s slices: %v, want forbidden (RBAC)", t3OtherDriver, err)
+		t.Errorf("deletecollection of %s slices: %v, want forbidden (RBAC)", t3OtherDriver, err)
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 	x.logf("dra: the compromised node's token could neither forge nor remove a claim's allocation, reservation or foreign device status, nor write or delete another driver's or node's slices")
 }

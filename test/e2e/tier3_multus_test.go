@@ -34,8 +34,8 @@ func (x *tier3) nadKubeconfig(ctx context.Context, t *testing.T) string {
 		t.Fatalf("NAD memifnet-system/memif config %q: %v", raw, err)
 	}
 	kc := conf.Plugins[0].Kubeconfig
-	if kc != cluster.KubeletKubeconfig {
-		t.Fatalf("the NAD gives memif-cni kubeconfig %q, want the kubelet's %s", kc, cluster.KubeletKubeconfig)
+	if kc != cluster.KubeletKubeconfig { // not fatal: the rest shows what the other credential reads
+		t.Errorf("the NAD gives memif-cni kubeconfig %q, want the kubelet's %s", kc, cluster.KubeletKubeconfig)
 	}
 	if _, err := os.Stat(kc); err != nil {
 		t.Fatal(err)
