@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/memifnet/memifnet/internal/names"
@@ -222,10 +223,18 @@ func (x *tier3) draAttacks(ctx context.Context, t *testing.T) {
 		}
 		if b, _ := json.Marshal(after.Status); string(b) != string(before) {
 			t.Errorf("claim %s/%s status changed: %s, was %s", t3VictimNS, name, b, before)
-			// Put it back for the next attack.
-			after.Status = resourcev1.ResourceClaimStatus{}
-			_ = json.Unmarshal(before, &after.Status)
-			if _, err := x.cs.ResourceV1().ResourceClaims(t3VictimNS).UpdateStatus(ctx, after, metav1.UpdateOptions{}); err != nil {
+			// Put it back for the next attack (the claim controller may be at it too).
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur, err := x.cs.ResourceV1().ResourceClaims(t3VictimNS).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				cur.Status = resourcev1.ResourceClaimStatus{}
+				_ = json.Unmarshal(before, &cur.Status)
+				_, err = x.cs.ResourceV1().ResourceClaims(t3VictimNS).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+				return err
+			})
+			if err != nil {
 				t.Fatal(err)
 			}
 		}
