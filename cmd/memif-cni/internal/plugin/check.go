@@ -12,6 +12,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
@@ -21,18 +22,18 @@ func Check(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	st := store(conf)
-	key := state.Key(args.ContainerID, args.IfName)
-	att, ok, err := st.ReadAttachment(key)
+	e := newEnv(conf, args)
+	att, ok, err := e.st.ReadAttachment(state.Key(args.ContainerID, args.IfName))
 	if err != nil {
 		return cniErr(types.ErrIOFailure, "state", "%v", err)
 	}
 	if !ok {
 		return nil // a pod without memif ports
 	}
+	a := e.attachment(att)
 	var problems []string
 	for _, p := range att.Ports {
-		if err := checkPort(conf, st, att, p); err != nil {
+		if err := a.checkPort(p); err != nil {
 			problems = append(problems, fmt.Sprintf("port %s: %v", p.Name, err))
 		}
 	}
@@ -42,12 +43,11 @@ func Check(args *skel.CmdArgs) error {
 	return nil
 }
 
-func checkPort(conf *config.NetConf, st state.Store, att state.Attachment, p state.Port) error {
-	key := state.Key(att.ContainerID, att.IfName)
-	if claim, ok, err := st.ClaimOf(p.Slot); err != nil || !ok || claim.Owner != key {
+func (a *attachment) checkPort(p state.Port) error {
+	if claim, ok, err := a.st.ClaimOf(p.Slot); err != nil || !ok || claim.Owner != a.key() {
 		return fmt.Errorf("slot %s is no longer claimed by this attachment (%+v, %v)", p.Slot, claim, err)
 	}
-	slot, err := openSlot(conf, p.Slot)
+	slot, err := openSlot(a.conf, p.Slot)
 	if err != nil {
 		return err
 	}
@@ -72,18 +72,23 @@ func checkPort(conf *config.NetConf, st state.Store, att state.Attachment, p sta
 	if p.Link == "" {
 		return nil
 	}
+	return a.checkLink(slot, p)
+}
+
+// checkLink verifies that the link is still mounted in the slot and the port still a member.
+func (a *attachment) checkLink(slot *safefs.Dir, p state.Port) error {
 	if id, mounted, err := slot.MountAt(names.LinkSubdir); err != nil || !mounted || !id.SameFile(p.LinkMount) {
 		return fmt.Errorf("%s in slot %s is not the link mount ADD made (%v)", names.LinkSubdir, p.Slot, err)
 	}
-	ln, ok, err := st.ReadLink(att.Namespace, p.Link)
+	ln, ok, err := a.st.ReadLink(a.rec.Namespace, p.Link)
 	member := false
 	for _, m := range ln.Members {
-		member = member || m.Key == key
+		member = member || m.Key == a.key()
 	}
 	if err != nil || !ok || !member {
 		return fmt.Errorf("not a member of link %s (%v)", p.Link, err)
 	}
-	return linkDirs(conf).Check(att.Namespace, p.Link, ln.Mount)
+	return linkDirs(a.conf).Check(a.rec.Namespace, p.Link, ln.Mount)
 }
 
 // Status reports whether the node agent's directories and the kubelet's PodResources socket are
@@ -115,8 +120,8 @@ func GC(args *skel.CmdArgs) error {
 	for _, a := range append(conf.ValidAttachments, conf.Attachments...) {
 		valid[state.Key(a.ContainerID, a.IfName)] = true
 	}
-	st := store(conf)
-	keys, err := st.Attachments()
+	e := newEnv(conf, args)
+	keys, err := e.st.Attachments()
 	if err != nil {
 		return cniErr(types.ErrIOFailure, "GC", "%v", err)
 	}
@@ -127,10 +132,10 @@ func GC(args *skel.CmdArgs) error {
 		}
 		// Only this network's attachments: a GC for one network (a Multus NetworkAttachment-
 		// Definition, say) lists only its own valid attachments.
-		if att, ok, err := st.ReadAttachment(k); err != nil || !ok || att.Network != conf.Name {
+		if att, ok, err := e.st.ReadAttachment(k); err != nil || !ok || att.Network != conf.Name {
 			continue
 		}
-		if err := delAttachment(conf, args, st, k); err != nil {
+		if err := e.del(k); err != nil {
 			errs = append(errs, fmt.Errorf("attachment %s: %w", k, err))
 		}
 	}

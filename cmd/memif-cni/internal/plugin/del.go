@@ -23,56 +23,55 @@ func Del(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	st := store(conf)
-	if err := delAttachment(conf, args, st, state.Key(args.ContainerID, args.IfName)); err != nil {
+	if err := newEnv(conf, args).del(state.Key(args.ContainerID, args.IfName)); err != nil {
 		return cniErr(types.ErrIOFailure, "DEL failed", "%v", err)
 	}
 	return nil
 }
 
-func delAttachment(conf *config.NetConf, args *skel.CmdArgs, st state.Store, key string) error {
-	lk, err := st.LockAttachment(key)
+// del undoes the attachment key and removes its record, under the attachment's lock.
+func (e env) del(key string) error {
+	lk, err := e.st.LockAttachment(key)
 	if err != nil {
 		return err
 	}
-	att, ok, err := st.ReadAttachment(key)
+	att, ok, err := e.st.ReadAttachment(key)
 	if err != nil || !ok {
 		if err == nil {
-			return st.RemoveAttachment(key, lk) // nothing planned: drop the lock file too
+			return e.st.RemoveAttachment(key, lk) // nothing planned: drop the lock file too
 		}
 		lk.Unlock()
 		return err
 	}
-	if err := undo(conf, args, st, att); err != nil {
+	if err := e.attachment(att).undo(); err != nil {
 		lk.Unlock()
 		return err
 	}
-	return st.RemoveAttachment(key, lk)
+	return e.st.RemoveAttachment(key, lk)
 }
 
-// undo reverses every step of att's plan, newest first; each step tolerates being undone.
-func undo(conf *config.NetConf, args *skel.CmdArgs, st state.Store, att state.Attachment) error {
+// undo reverses every step of the plan, newest first; each step tolerates being undone.
+func (a *attachment) undo() error {
 	var errs []error
-	key := state.Key(att.ContainerID, att.IfName)
-	if att.DeviceInfoFile != "" {
-		errs = append(errs, devinfo.Remove(att.DeviceInfoFile))
+	if a.rec.DeviceInfoFile != "" {
+		errs = append(errs, devinfo.Remove(a.rec.DeviceInfoFile))
 	}
-	for i := len(att.Ports) - 1; i >= 0; i-- {
-		p := att.Ports[i]
+	for i := len(a.rec.Ports) - 1; i >= 0; i-- {
+		p := a.rec.Ports[i]
 		if p.HostDesc != "" {
 			errs = append(errs, removeFile(p.HostDesc))
 		}
 		errs = append(errs, devinfo.Remove(p.DevInfo))
-		errs = append(errs, unwireSlot(conf, st, key, p))
+		errs = append(errs, a.unwireSlot(p))
 		if p.IPAM {
-			dargs := *args
-			dargs.ContainerID = att.ContainerID
-			if err := ipamDel(conf, &dargs, p.Name); err != nil {
+			dargs := *a.args
+			dargs.ContainerID = a.rec.ContainerID
+			if err := ipamDel(a.conf, &dargs, p.Name); err != nil {
 				errs = append(errs, fmt.Errorf("IPAM DEL for port %s: %w", p.Name, err))
 			}
 		}
 		if p.Link != "" {
-			errs = append(errs, st.Leave(att.Namespace, p.Link, linkDirs(conf), key))
+			errs = append(errs, a.st.Leave(a.rec.Namespace, p.Link, linkDirs(a.conf), a.key()))
 		}
 	}
 	return errors.Join(errs...)
@@ -83,20 +82,20 @@ func undo(conf *config.NetConf, args *skel.CmdArgs, st state.Store, att state.At
 // another pod since, or wired by a newer sandbox of the same pod, is left alone. What the pod
 // put in its slot is not ours to judge: anything that is not what ADD made is left in place and
 // reported on stderr, and the slot's next scrub replaces it all.
-func unwireSlot(conf *config.NetConf, st state.Store, key string, p state.Port) error {
+func (a *attachment) unwireSlot(p state.Port) error {
 	if p.SlotMount.IsZero() {
 		return nil // ADD stopped before touching the slot
 	}
-	slk, err := st.LockSlot(p.Slot)
+	slk, err := a.st.LockSlot(p.Slot)
 	if err != nil {
 		return err
 	}
-	claim, ok, err := st.ClaimOf(p.Slot)
-	if err != nil || ok && claim.Owner != key {
+	claim, ok, err := a.st.ClaimOf(p.Slot)
+	if err != nil || ok && claim.Owner != a.key() {
 		slk.Unlock()
 		return err
 	}
-	if slot, err := openSlot(conf, p.Slot); err == nil {
+	if slot, err := openSlot(a.conf, p.Slot); err == nil {
 		if id, err := slot.Identity(); err == nil && id == p.SlotMount {
 			unwireLink(slot, p)
 			if err := slot.Remove(names.PortFile); err != nil {
@@ -106,7 +105,7 @@ func unwireSlot(conf *config.NetConf, st state.Store, key string, p state.Port) 
 		slot.Close()
 	}
 	// Otherwise the slot is gone or another tmpfs now: nothing of ours is in it.
-	return st.Release(p.Slot, key, slk)
+	return a.st.Release(p.Slot, a.key(), slk)
 }
 
 // unwireLink unmounts the link directory from <slot>/link if a bind of the port's link is there

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
@@ -25,6 +26,16 @@ type HostPort struct {
 	Port       string `json:"port"`
 }
 
+// hostEnd sets the pod's end of a host port: the socket stays in the slot, and as a host data
+// plane listens on it by default, the pod is the client unless the port says otherwise.
+func hostEnd(slot string, spec *portspec.PortSpec) {
+	if spec.Role == "" {
+		spec.Role = "client"
+	}
+	spec.Socket = containerSlot(slot) + "/" + names.SocketFile
+}
+
+// writeHostDesc writes a host port's description for the host data plane to file.
 func writeHostDesc(file, hostSocket string, att *state.Attachment, spec portspec.PortSpec) error {
 	role := "server"
 	if spec.Role == "server" {

@@ -11,7 +11,25 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
+	"github.com/memifnet/memifnet/cmd/memif-cni/internal/failpoint"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
+
+// addIPs gets an ip-mode port's addresses from the delegated IPAM plugin and adds them to its
+// port.json and to the result, on the port's interface (index ifIndex in res).
+func (a *attachment) addIPs(ctx context.Context, port string, ifIndex int, spec *portspec.PortSpec, res *wired) error {
+	ips, err := ipamAdd(ctx, a.conf, a.args, port)
+	if err != nil {
+		return err
+	}
+	failpoint.Hit("ipam")
+	for _, ip := range ips {
+		ip.Interface = current.Int(ifIndex)
+		spec.IPs = append(spec.IPs, ip.Address.String())
+		res.ips = append(res.ips, ip)
+	}
+	return nil
+}
 
 func ipamArgs(args *skel.CmdArgs, command, ifName string) *invoke.Args {
 	return &invoke.Args{Command: command, ContainerID: args.ContainerID, NetNS: args.Netns, IfName: ifName,
