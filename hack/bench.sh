@@ -41,7 +41,7 @@ OUT=${OUT:-$ROOT/hack/results/bench-$STAMP.md}
 CSV=${OUT%.md}.csv
 KEEP_LOGS=${KEEP_LOGS:-0}
 SRV_CORE=0 CLI_CORE=1
-MBUFS=16384          # per testpmd; pool size makes no difference (dpdk-baseline.md), starts faster
+MBUFS=16384          # per testpmd; pool size made no measurable difference, and it starts faster
 CONNECT_TO=30
 
 die() { echo "bench: $*" >&2; exit 1; }

@@ -4,10 +4,20 @@
 // at start, memory without leftovers, a client started only once a listener is there, a server
 // reported ready only once its port has started, a file prefix per process, and cleanup.
 //
-// testpmd's exit status and end-of-run summary are not to be trusted (DPDK 22.11 net_memif may
-// segfault on a peer's disconnect, and its port counters drop to zero after one), so a Peer
-// exposes the periodic counters testpmd logs while connected (LatestStats, WaitStats) and a
-// Result with the largest of them, and leaves the judging to the caller.
+// testpmd's exit status and end-of-run summary are not to be trusted, so a Peer exposes the
+// periodic counters testpmd logs while connected (LatestStats, WaitStats) and a Result with the
+// largest of them, and leaves the judging to the caller. What DPDK 22.11.11's net_memif does
+// that a caller must allow for (seen in about 250 connect/disconnect cycles here):
+//   - its server's forwarding thread may segfault (status 139) when the client leaves (14 of
+//     the 16 crashes seen), and right after connect with 2 queues (eth_memif_rx computes queue
+//     1's ring address before checking that the region is mapped): one fresh peer per case;
+//   - its port counters cover only the current connection (zero after a disconnect, wrapped
+//     values in the end-of-run summary);
+//   - its copy-mode Tx never clears a first descriptor's NEXT flag, so mixing chained and
+//     single-buffer packets yields bogus chains after ring wrap (fixed upstream in 26.03):
+//     chained cases use one fixed size;
+//   - its client connects once, at port start, and never retries or reconnects; its server
+//     binds the listener at probe but refuses clients ("ID not found") until port start.
 package dpdkpeer
 
 import (
@@ -62,10 +72,12 @@ type Peer struct {
 	messages strings.Builder // what the peer reported: events, errors, the command line
 	code     int             // the exit code so far (first reason wins)
 	stats    statsParser
-	diagRing []string      // the last memif and EAL messages (keepDiag)
-	change   chan struct{} // closed and replaced when anything above changes
-	stopping bool
-	done     chan struct{} // closed when testpmd has exited and the peer has cleaned up
+	diagRing []string // the last memif and EAL messages (keepDiag)
+	// portStarted: a server's port has started (announceListener runs)
+	portStarted bool
+	change      chan struct{} // closed and replaced when anything above changes
+	stopping    bool
+	done        chan struct{} // closed when testpmd has exited and the peer has cleaned up
 }
 
 // Start checks o, waits for a listener when o is a client, and starts testpmd. Stop it with

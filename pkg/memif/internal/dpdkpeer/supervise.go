@@ -27,10 +27,13 @@ func (p *Peer) line(l string) {
 	p.stats.line(l)
 	p.keepDiag(l)
 	everConnected, up := p.seenLocked(Connected), p.upLocked()
+	// testpmd checks link statuses again when it stops its ports
+	firstStart := p.o.Role == "server" && !p.portStarted && strings.Contains(l, portStartedLine)
+	p.portStarted = p.portStarted || firstStart
 	p.broadcast()
 	p.mu.Unlock()
 	switch {
-	case strings.Contains(l, portStartedLine) && p.o.Role == "server":
+	case firstStart:
 		// The listener was bound at probe; check it anyway before telling a client to come.
 		go p.announceListener()
 	case !everConnected && containsAny(l, startFailed):
