@@ -161,61 +161,13 @@ func (s *Stack) StartContainerd(ctx context.Context, memif CNIPlugin) error {
 			return fmt.Errorf("%s not found: apt-get install -y containerd runc containernetworking-plugins", p)
 		}
 	}
-	binDir := s.CNIBinDir()
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
+	if err := s.installCNI(memif); err != nil {
 		return err
 	}
-	plugins, _ := filepath.Glob("/usr/lib/cni/*")
-	if len(plugins) == 0 {
-		return errors.New("no CNI plugins in /usr/lib/cni: apt-get install -y containernetworking-plugins")
-	}
-	for _, p := range plugins {
-		if err := os.Symlink(p, filepath.Join(binDir, filepath.Base(p))); err != nil {
-			return err
-		}
-	}
-	if memif != nil {
-		for _, b := range []string{"memif-cni", "memif-cni-podinfo"} {
-			if err := copyFile(s.Bin(b), filepath.Join(binDir, b), 0o755); err != nil {
-				return err
-			}
-		}
-	}
-	if err := s.WriteConflist(memif); err != nil {
-		return err
-	}
-	cfg := fmt.Sprintf(`version = 2
-root = %[1]q
-state = %[2]q
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-                    "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
-[grpc]
-  address = %[3]q
-[plugins]
-  [plugins."io.containerd.internal.v1.opt"]
-    path = %[4]q
-  [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = %[5]q
-    # Needed where root lacks CAP_SYS_RESOURCE (VMs, nested containers): without it runc cannot
-    # apply the sandbox's oom_score_adj and every RunPodSandbox fails.
-    restrict_oom_score_adj = true
-    [plugins."io.containerd.grpc.v1.cri".containerd]
-      snapshotter = "overlayfs"
-      default_runtime_name = "runc"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-        runtime_type = "io.containerd.runc.v2"
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-          SystemdCgroup = false
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = %[6]q
-      conf_dir = %[7]q
-      max_conf_num = 1
-`, s.Path("containerd", "root"), s.Path("containerd", "state"), s.ContainerdSock(), s.Path("containerd", "opt"),
-		PauseImage, binDir, s.Path("cni", "net.d"))
 	if err := os.MkdirAll(s.Path("containerd"), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(s.Path("containerd", "config.toml"), []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(s.Path("containerd", "config.toml"), []byte(s.containerdConfig()), 0o644); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -255,6 +207,65 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 	}
 	s.Logf("imported %s and %s", Image, PauseImage)
 	return nil
+}
+
+// installCNI links the CNI plugins into the stack's private bin dir (plus memif-cni when memif
+// is set) and writes the conflist.
+func (s *Stack) installCNI(memif CNIPlugin) error {
+	binDir := s.CNIBinDir()
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return err
+	}
+	plugins, _ := filepath.Glob("/usr/lib/cni/*")
+	if len(plugins) == 0 {
+		return errors.New("no CNI plugins in /usr/lib/cni: apt-get install -y containernetworking-plugins")
+	}
+	for _, p := range plugins {
+		if err := os.Symlink(p, filepath.Join(binDir, filepath.Base(p))); err != nil {
+			return err
+		}
+	}
+	if memif != nil {
+		for _, b := range []string{"memif-cni", "memif-cni-podinfo"} {
+			if err := copyFile(s.Bin(b), filepath.Join(binDir, b), 0o755); err != nil {
+				return err
+			}
+		}
+	}
+	return s.WriteConflist(memif)
+}
+
+// containerdConfig is containerd's config.toml: private root, state and socket, the stack's
+// pause image, runc with cgroupfs, and the stack's CNI directories.
+func (s *Stack) containerdConfig() string {
+	return fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+                    "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = %[3]q
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = %[4]q
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = %[5]q
+    # Needed where root lacks CAP_SYS_RESOURCE (VMs, nested containers): without it runc cannot
+    # apply the sandbox's oom_score_adj and every RunPodSandbox fails.
+    restrict_oom_score_adj = true
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "overlayfs"
+      default_runtime_name = "runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = %[6]q
+      conf_dir = %[7]q
+      max_conf_num = 1
+`, s.Path("containerd", "root"), s.Path("containerd", "state"), s.ContainerdSock(), s.Path("containerd", "opt"),
+		PauseImage, s.CNIBinDir(), s.Path("cni", "net.d"))
 }
 
 // Conflist is the one CNI configuration file containerd reads.
