@@ -99,7 +99,7 @@ func Start(o Options) (*Peer, error) {
 	}
 	p := &Peer{o: o, change: make(chan struct{}), done: make(chan struct{})}
 	p.report("memif-peer: %s", strings.Join(o.command(), " "))
-	if p.proc, err = startTestpmd(o, p.line); err != nil {
+	if err := startTestpmd(o, &p.proc, p.line); err != nil {
 		removeEALState(o.Prefix)
 		return nil, err
 	}

@@ -22,8 +22,9 @@ type testpmd struct {
 }
 
 // startTestpmd starts o's command with stdout and stderr in one pipe (their order kept), copies
-// every line to the log file and hands it to line, from one goroutine, as it comes.
-func startTestpmd(o Options, line func(string)) (*testpmd, error) {
+// every line to the log file and hands it to line, from one goroutine, as it comes. *into is set
+// before the first line is handed over.
+func startTestpmd(o Options, into **testpmd, line func(string)) error {
 	var logf *os.File
 	var err error
 	if o.LogDir != "" {
@@ -32,14 +33,14 @@ func startTestpmd(o Options, line func(string)) (*testpmd, error) {
 		logf, err = os.CreateTemp("", "memif-peer-*.log")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dpdkpeer: testpmd log: %w", err)
+		return fmt.Errorf("dpdkpeer: testpmd log: %w", err)
 	}
 	t := &testpmd{logPath: logf.Name(), keepLog: o.LogDir != "", exited: make(chan struct{})}
 	r, w, err := os.Pipe()
 	if err != nil {
 		logf.Close()
 		t.removeLog()
-		return nil, fmt.Errorf("dpdkpeer: %w", err)
+		return fmt.Errorf("dpdkpeer: %w", err)
 	}
 	args := o.command()
 	t.cmd = exec.Command(args[0], args[1:]...)
@@ -52,8 +53,9 @@ func startTestpmd(o Options, line func(string)) (*testpmd, error) {
 		r.Close()
 		logf.Close()
 		t.removeLog()
-		return nil, fmt.Errorf("dpdkpeer: start %s: %w", args[0], err)
+		return fmt.Errorf("dpdkpeer: start %s: %w", args[0], err)
 	}
+	*into = t
 	go func() {
 		t.copyLines(r, logf, line)
 		r.Close()
@@ -61,7 +63,7 @@ func startTestpmd(o Options, line func(string)) (*testpmd, error) {
 		t.status = exitStatus(t.cmd.Wait())
 		close(t.exited)
 	}()
-	return t, nil
+	return nil
 }
 
 func (t *testpmd) copyLines(r io.Reader, log io.Writer, line func(string)) {
