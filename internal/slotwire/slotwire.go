@@ -15,6 +15,7 @@ import (
 
 	"github.com/memifnet/memifnet/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/peerconf"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
@@ -103,8 +104,10 @@ func UnbindLink(slot *safefs.Dir, mount safefs.Identity) error {
 	return nil
 }
 
-// WritePortSpec validates spec and writes it as port.json into the slot. Readable by a non-root
-// app in the pod; the secret only binds the socket to the two pods that see this directory anyway.
+// WritePortSpec validates spec and writes it as port.json into the slot, after the port's ready
+// configs for DPDK, VPP and libmemif (internal/peerconf), so that an app that sees port.json sees
+// them too. Readable by a non-root app in the pod; the secret only binds the socket to the two
+// pods that see this directory anyway.
 func WritePortSpec(slot *safefs.Dir, spec portspec.PortSpec) error {
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("port spec: %w", err)
@@ -113,5 +116,14 @@ func WritePortSpec(slot *safefs.Dir, spec portspec.PortSpec) error {
 	if err != nil {
 		return fmt.Errorf("encode port spec: %w", err)
 	}
+	if err := peerconf.WriteSlot(slot, spec); err != nil {
+		return err
+	}
 	return slot.WriteFile(names.PortFile, append(b, '\n'), 0o644, safefs.WriteOptions{})
+}
+
+// RemovePortSpec removes port.json and the ready configs beside it from the slot. Whatever the
+// pod put at those names goes too (the names are memifnet's); a missing file is no error.
+func RemovePortSpec(slot *safefs.Dir) error {
+	return errors.Join(slot.Remove(names.PortFile), peerconf.RemoveSlot(slot))
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/podresources"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/peerconf"
 	"github.com/memifnet/memifnet/internal/ports"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/internal/slotwire"
@@ -318,7 +319,11 @@ func writeHostDesc(file, hostSocket string, att *state.Attachment, spec portspec
 		return fmt.Errorf("encode %s: %w", file, err)
 	}
 	// Under the state directory, which no pod can reach.
-	return safefs.WriteFile(file, append(b, '\n'), 0o600, safefs.WriteOptions{})
+	if err := safefs.WriteFile(file, append(b, '\n'), 0o600, safefs.WriteOptions{}); err != nil {
+		return err
+	}
+	// The host side's DPDK, VPP and libmemif configs beside it (<slot>.dpdk.args, ...).
+	return peerconf.WriteHost(file, peerconf.HostSide(spec, hostSocket, strings.TrimSuffix(filepath.Base(file), ".json"), att.Namespace+"/"+att.Pod))
 }
 
 // writePortSpec writes port.json into the pod's slot (internal/slotwire).
@@ -446,7 +451,7 @@ func undo(conf *config.NetConf, args *skel.CmdArgs, st state.Store, att state.At
 	for i := len(att.Ports) - 1; i >= 0; i-- {
 		p := att.Ports[i]
 		if p.HostDesc != "" {
-			errs = append(errs, removeFile(p.HostDesc))
+			errs = append(errs, removeFile(p.HostDesc), peerconf.RemoveHost(p.HostDesc))
 		}
 		errs = append(errs, devinfo.Remove(p.DevInfo))
 		errs = append(errs, unwireSlot(conf, st, key, p))
@@ -485,7 +490,7 @@ func unwireSlot(conf *config.NetConf, st state.Store, key string, p state.Port) 
 	if slot, err := openSlot(conf, p.Slot); err == nil {
 		if id, err := slot.Identity(); err == nil && id == p.SlotMount {
 			unwireLink(slot, p)
-			if err := slot.Remove(names.PortFile); err != nil {
+			if err := slotwire.RemovePortSpec(slot); err != nil {
 				warn("slot %s: leaving %s: %v", p.Slot, names.PortFile, err)
 			}
 		}
