@@ -33,6 +33,10 @@ func TestDPDKFromGeneratedArgs(t *testing.T) {
 		{"DPDKServer/chained-bsize256", portspec.RoleServer, 256, false, 1},
 		{"DPDKClient/zero-copy", portspec.RoleClient, 256, true, 2},
 		{"DPDKServer/GoZeroCopyClient/chained-bsize256", portspec.RoleServer, 256, true, 2},
+		// A host port: testpmd on the node from the host side's <slot>.dpdk.args (peerconf.HostSide
+		// of the pod's spec: the opposite role, the host's socket path), the pod's Go client from
+		// its port.json.
+		{"HostPort/DPDKServer/chained-bsize256", hostSide, 256, false, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir() // the link directory both pods see
@@ -47,7 +51,15 @@ func TestDPDKFromGeneratedArgs(t *testing.T) {
 				goSpec.Role = portspec.RoleClient
 			}
 			const slot = "slot-005"
-			files, err := peerconf.Generate(peerconf.Side{Spec: dpdkSpec, Slot: slot})
+			side := peerconf.Side{Spec: dpdkSpec, Slot: slot}
+			if c.dpdkRole == hostSide {
+				goSpec.Role, goSpec.Link, goSpec.Peer, goSpec.Secret = portspec.RoleClient, "", portspec.PeerHost, ""
+				side = peerconf.HostSide(goSpec, goSpec.Socket, slot, "default/pod")
+				if c.dpdkRole = side.Spec.Role; c.dpdkRole != portspec.RoleServer {
+					t.Fatalf("host side of a client pod port is %s, want server", c.dpdkRole)
+				}
+			}
+			files, err := peerconf.Generate(side)
 			if err != nil || files.DPDKArgs == "" {
 				t.Fatalf("dpdk.args: %q, %v", files.DPDKArgs, err)
 			}
@@ -84,6 +96,9 @@ func TestDPDKFromGeneratedArgs(t *testing.T) {
 		})
 	}
 }
+
+// hostSide marks the case whose DPDK end is a host port's host side.
+const hostSide = "host"
 
 // startGenerated starts the two ends in the order DPDK needs (a DPDK client connects once, so
 // the Go server listens first; a DPDK server refuses clients until its port has started) and
