@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Env is one KEY=value line of port.env.
+// envVar is one KEY=value line of port.env.
 type envVar struct{ key, value string }
 
 // envVars are port.env's variables, in the file's order. Every key is always there (empty when
