@@ -1,9 +1,9 @@
 // Package slotwire wires a memif port into a socket slot: it opens the slot's tmpfs, mounts a
-// link directory on <slot>/link, writes port.json (and the ready configs beside it,
-// internal/peerconf), and takes both out again. The slot is
-// pod-reachable (its pod can write anything into it at any time), so every step goes through the
-// slot's open directory (internal/safefs) and refuses what it did not make itself. memif-cni and
-// the DRA driver of memif-deviceplugin share it: one implementation of the hostile-pod rules.
+// link directory on <slot>/link, writes port.json and the ready configs beside it
+// (internal/peerconf), and takes them out again. The slot is pod-reachable (its pod can write
+// anything into it at any time), so every step goes through the slot's open directory
+// (internal/safefs) and refuses what it did not make itself. memif-cni and the DRA driver of
+// memif-deviceplugin share it: one implementation of the hostile-pod rules.
 package slotwire
 
 import (
