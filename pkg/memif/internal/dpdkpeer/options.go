@@ -53,6 +53,10 @@ type Options struct {
 	// Report, if set, gets every message as the peer reports it (see Peer.Output), with the
 	// event it reports (0 for others: the command line, errors).
 	Report func(msg string, e Event)
+	// Vdev, if set, is the whole net_memif device argument (what follows --vdev=, e.g. from a
+	// generated dpdk.args), used instead of the one the fields above build. Role, Socket and
+	// FSSocket must still say what it says: Start waits for the listener by them.
+	Vdev string
 }
 
 // Memory selects where testpmd's memory comes from.
@@ -146,6 +150,9 @@ func (o Options) socketName() string {
 
 // vdev is the net_memif device string.
 func (o Options) vdev() string {
+	if o.Vdev != "" {
+		return o.Vdev
+	}
 	abstract := "yes"
 	if o.FSSocket {
 		abstract = "no"
