@@ -34,9 +34,9 @@ const (
 type queue struct {
 	guard atomic.Int32
 
-	ring    ring.Ring
-	regions [][]byte // every region of the connection, by index
-	client  bool     // we are the client: we write head and own the buffers
+	ring     ring.Ring
+	regions  [][]byte        // every region of the connection, by index
+	client   bool            // we are the client: we write head and own the buffers
 	eventfd  int             // the ring's interrupt eventfd
 	efile    *os.File        // the same eventfd in the runtime poller (Rx: Wait sleeps on it)
 	erc      syscall.RawConn // efile's raw reads (Rx: Wait drains with them)
