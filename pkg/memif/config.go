@@ -107,12 +107,14 @@ type Config struct {
 	// pool's and must equal it; the queue counts must not exceed its pairs.
 	Pool *Pool
 
-	// Memory backs a client's region: hugepages when available by default.
+	// Memory backs a client's region: hugepages when available by default. A zero-copy pool is
+	// always ordinary memory (see PoolConfig.Memory).
 	Memory alloc.Backing
 	// NewRegion, when set, creates a client's region instead of alloc.NewRegion with Memory: for
 	// example alloc.OpenFileRegion on a hugepage pool unit the device plugin granted. It must return
 	// a region of at least size bytes whose fd the peer can map. The region is closed when the
-	// connection ends and created anew for the next one.
+	// connection ends and created anew for the next one. With ZeroCopy it creates the private
+	// pool instead, which must be a region that cannot fault (PoolConfig.NewRegion).
 	NewRegion func(name string, size int) (*alloc.Region, error)
 
 	// ReconnectInterval caps how long a client waits before dialling again after the server went

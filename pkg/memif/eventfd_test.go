@@ -114,11 +114,11 @@ func TestHostileClientEventfd(t *testing.T) {
 	returnsWithin(t, 10*time.Second, "server Close", func() { srv.Close() })
 }
 
-// rawServerConn is a raw server's view of a connected Go client: its region and rings, and the
-// rings' eventfds (0 = S2M, 1 = M2S).
+// rawServerConn is a raw server's view of a connected Go client: its regions (0 holds the rings)
+// and rings, and the rings' eventfds (0 = S2M, 1 = M2S).
 type rawServerConn struct {
 	*rawPeer
-	reg   *alloc.Region
+	regs  []*alloc.Region
 	rings [2]ring.Ring
 	efds  [2]int
 }
@@ -134,37 +134,39 @@ func acceptClient(t *testing.T, ln *socket.Listener) *rawServerConn {
 				unix.Close(fd)
 			}
 		}
-		if c.reg != nil {
-			c.reg.Close()
+		for _, r := range c.regs {
+			r.Close()
 		}
 	})
 	p.expect(socket.TypeInit)
 	p.send(socket.Ack{}, -1)
-	_ = p.ctl.SetDeadline(time.Now().Add(10 * time.Second))
-	m, fd, err := p.ctl.Recv()
-	if err != nil || fd < 0 {
-		t.Fatalf("ADD_REGION: %v %d", err, fd)
-	}
-	if c.reg, err = alloc.MapRegion(fd, m.(socket.AddRegion).Size); err != nil {
-		t.Fatal(err)
-	}
-	p.send(socket.Ack{}, -1)
-	for range 2 {
+	for {
+		_ = p.ctl.SetDeadline(time.Now().Add(10 * time.Second))
 		m, fd, err := p.ctl.Recv()
 		if err != nil {
 			t.Fatal(err)
 		}
-		ar := m.(socket.AddRing)
-		dir := 1 - int(ar.Flags&socket.AddRingFlagS2M)
-		c.efds[dir] = fd
-		if c.rings[dir], err = ring.New(c.reg.Mem[ar.Offset:], ar.Log2RingSize, 64); err != nil {
-			t.Fatal(err)
+		switch m := m.(type) {
+		case socket.AddRegion:
+			r, err := alloc.MapRegion(fd, m.Size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.regs = append(c.regs, r)
+		case socket.AddRing:
+			dir := 1 - int(m.Flags&socket.AddRingFlagS2M)
+			c.efds[dir] = fd
+			if c.rings[dir], err = ring.New(c.regs[m.Region].Mem[m.Offset:], m.Log2RingSize, 64); err != nil {
+				t.Fatal(err)
+			}
+		case socket.Connect:
+			p.send(socket.Connected{Name: "raw"}, -1)
+			return c
+		default:
+			t.Fatalf("handshake: got %s", m.Type())
 		}
 		p.send(socket.Ack{}, -1)
 	}
-	p.expect(socket.TypeConnect)
-	p.send(socket.Connected{Name: "raw"}, -1)
-	return c
 }
 
 // TestHostileServerEventfd: a raw server misuses the eventfds a Go client created and passed it.

@@ -104,9 +104,6 @@ func (i *Interface) start() (err error) {
 			if i.pool, err = privatePool(cfg); err != nil {
 				return err
 			}
-			if r := i.pool.region.FallbackReason; r != "" {
-				i.log.Info("memif: zero-copy pool not on hugepages", "reason", r)
-			}
 		}
 		if err := i.pool.join(); err != nil {
 			return err

@@ -3,6 +3,7 @@ package memif
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/memifnet/memifnet/pkg/alloc"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
@@ -15,6 +16,10 @@ func OpenPort(s portspec.PortSpec) (*Interface, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.ZeroCopy && len(portspec.PoolFiles()) > 0 {
+		slog.Default().Info("memif: zero-copy pool on a sealed memfd of this pod's memory, not on a hugepage pool unit",
+			"memif", s.Name, "reason", "a pool unit is a file, which cannot be sealed: the peer could truncate it under the application")
+	}
 	ifc, err := Open(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("memif port %q (%s): %w", s.Name, s.File, err)
@@ -24,9 +29,13 @@ func OpenPort(s portspec.PortSpec) (*Interface, error) {
 
 // PortConfig converts a port spec to a Config for Open: role, socket, id, secret, mode, name and
 // sizes. When the pod was granted hugepage pool units ($MEMIFNET_POOLS, portspec.PoolFiles) and
-// this side is the client (the side that creates the shared memory), NewRegion maps the region
-// from a pool unit, so a pod whose pool is there gets its pre-faulted hugepages or a clear error
-// rather than a silent fallback to small pages; set NewRegion to nil to use Memory instead.
+// this side is a copy-mode client (the side that creates the shared memory), NewRegion maps the
+// region from a pool unit, so a pod whose pool is there gets its pre-faulted hugepages or a clear
+// error rather than a silent fallback to small pages; set NewRegion to nil to use Memory instead.
+// A zero-copy client never shares a pool unit: the application reads its buffers directly, and
+// a unit is a file the server could truncate under it (SIGBUS), so its pool is a sealed memfd
+// (Open) and its rings a small memfd. A server's MaxRegionBytes admits at least what a client
+// with the spec's own sizes announces.
 // Fields the spec does not carry (logger, timeouts, cache line, application name) keep their
 // defaults.
 func PortConfig(s portspec.PortSpec) (Config, error) {
@@ -53,7 +62,7 @@ func PortConfig(s portspec.PortSpec) (Config, error) {
 		// server with zeroCopy in its port.json copies.
 		ZeroCopy: s.ZeroCopy && role == RoleClient,
 	}
-	if pools := portspec.PoolFiles(); cfg.Role == RoleClient && len(pools) > 0 {
+	if pools := portspec.PoolFiles(); cfg.Role == RoleClient && !cfg.ZeroCopy && len(pools) > 0 {
 		cfg.NewRegion = poolRegion(pools)
 	}
 	return cfg, nil
