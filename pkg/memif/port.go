@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 
 	"github.com/memifnet/memifnet/pkg/alloc"
+	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
@@ -62,10 +64,21 @@ func PortConfig(s portspec.PortSpec) (Config, error) {
 		// server with zeroCopy in its port.json copies.
 		ZeroCopy: s.ZeroCopy && role == RoleClient,
 	}
+	if role == RoleServer {
+		cfg.MaxRegionBytes = max(DefaultMaxRegionBytes, clientRegionBytes(s.Queues, s.RingSize, s.BufferSize))
+	}
 	if pools := portspec.PoolFiles(); cfg.Role == RoleClient && !cfg.ZeroCopy && len(pools) > 0 {
 		cfg.NewRegion = poolRegion(pools)
 	}
 	return cfg, nil
+}
+
+// clientRegionBytes is the most a memifnet client with these sizes announces: its rings (laid out
+// for 128-byte cache lines, the larger) and either one buffer per ring slot (copy mode) or a
+// zero-copy pool of three ring's worth of buffers per queue pair (privatePool), the larger.
+func clientRegionBytes(queues, ringSize, bufSize int) uint64 {
+	rings := uint64(2*queues) * uint64(ring.Size(uint8(bits.TrailingZeros(uint(ringSize))), 128))
+	return rings + uint64(3*queues)*uint64(ringSize)*uint64(bufSize)
 }
 
 // parseMode converts a mode name of port.json to a Mode.
