@@ -129,37 +129,7 @@ func Start(o Options) (*Peer, error) {
 	if o.LogDir == "" {
 		return nil, errors.New("dpdkpeer: Options.LogDir is required")
 	}
-	args := []string{"--role", o.Role, "--socket", o.Socket, "--duration", "0", "--core", strconv.Itoa(o.Core)}
-	if o.FSSocket {
-		args = append(args, "--abstract", "no")
-	}
-	add := func(flag string, v int) {
-		if v != 0 {
-			args = append(args, flag, strconv.Itoa(v))
-		}
-	}
-	add("--id", o.ID)
-	add("--pkt-size", o.PktSize)
-	add("--bsize", o.BSize)
-	add("--rsize", o.RSize)
-	add("--queues", o.Queues)
-	add("--connect-timeout", o.ConnectTO)
-	if o.Mode != "" {
-		args = append(args, "--mode", o.Mode)
-	}
-	if o.Secret != "" {
-		args = append(args, "--secret", o.Secret)
-	}
-	if o.MAC != "" {
-		args = append(args, "--mac", o.MAC)
-	}
-	if !HugePagesFree() {
-		// Small memory and few mbufs: testpmd zeroes all of it at start, and a 512 MiB default
-		// costs ~10 s per peer on a small VM.
-		args = append(args, "--no-huge", "--mem", "64", "--mbufs", "8192")
-	} else {
-		args = append(args, "--mbufs", "8192")
-	}
+	args := o.args()
 	logf, err := os.CreateTemp(o.LogDir, "testpmd-*.log")
 	if err != nil {
 		return nil, fmt.Errorf("dpdkpeer: %w", err)
@@ -218,6 +188,42 @@ func Start(o Options) (*Peer, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// args is the script's command line for o, up to the log file and testpmd's options.
+func (o Options) args() []string {
+	args := []string{"--role", o.Role, "--socket", o.Socket, "--duration", "0", "--core", strconv.Itoa(o.Core)}
+	if o.FSSocket {
+		args = append(args, "--abstract", "no")
+	}
+	add := func(flag string, v int) {
+		if v != 0 {
+			args = append(args, flag, strconv.Itoa(v))
+		}
+	}
+	add("--id", o.ID)
+	add("--pkt-size", o.PktSize)
+	add("--bsize", o.BSize)
+	add("--rsize", o.RSize)
+	add("--queues", o.Queues)
+	add("--connect-timeout", o.ConnectTO)
+	if o.Mode != "" {
+		args = append(args, "--mode", o.Mode)
+	}
+	if o.Secret != "" {
+		args = append(args, "--secret", o.Secret)
+	}
+	if o.MAC != "" {
+		args = append(args, "--mac", o.MAC)
+	}
+	if !HugePagesFree() {
+		// Small memory and few mbufs: testpmd zeroes all of it at start, and a 512 MiB default
+		// costs ~10 s per peer on a small VM.
+		args = append(args, "--no-huge", "--mem", "64", "--mbufs", "8192")
+	} else {
+		args = append(args, "--mbufs", "8192")
+	}
+	return args
 }
 
 func (p *Peer) broadcast() {
