@@ -192,8 +192,9 @@ func (e *EventfdError) Error() string {
 // counter, which completes the write. One kicker per queue for the interface's life bounds the
 // threads a peer can hold this way to the number of transmit queues.
 type kicker struct {
-	ch   chan struct{} // a pending kick; TxQueue.kick sends without waiting
-	quit chan struct{}
+	ch    chan struct{} // a pending kick; TxBurst sends without waiting
+	quit  chan struct{}
+	write func(fd int) error // kickOnce
 
 	mu  sync.Mutex
 	cur *kickTarget // the connection's eventfd; nil while down
@@ -210,8 +211,11 @@ type kickTarget struct {
 	released bool
 }
 
-func newKicker() *kicker {
-	k := &kicker{ch: make(chan struct{}, 1), quit: make(chan struct{})}
+func newKicker() *kicker { return startKicker(kickOnce) }
+
+// startKicker starts a kicker that signals with write (tests stand in for the peer's race).
+func startKicker(write func(fd int) error) *kicker {
+	k := &kicker{ch: make(chan struct{}, 1), quit: make(chan struct{}), write: write}
 	go k.run()
 	return k
 }
@@ -231,7 +235,7 @@ func (k *kicker) run() {
 		}
 		t.inflight = true
 		k.mu.Unlock()
-		err := kickOnce(t.fd)
+		err := k.write(t.fd)
 		k.mu.Lock()
 		t.inflight = false
 		if t.released {
