@@ -10,7 +10,7 @@ import (
 	"github.com/memifnet/memifnet/internal/names"
 )
 
-// TestAttackPeerConfigFiles (attack 16): the ready configs memif-cni writes beside port.json
+// TestAttackPeerConfigFiles (attack 19): the ready configs memif-cni writes beside port.json
 // (dpdk.args, dpdk.app-args, vpp.cli, port.env) are in the pod's slot. A pod with a host port
 // plants symlinks to host files (and a dangling one) at those names and gets its sandbox
 // re-created: ADD must replace each name with its own file and never write through. Then the
