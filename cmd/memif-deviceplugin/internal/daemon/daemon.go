@@ -272,6 +272,7 @@ func (d *Daemon) startDRA(ctx context.Context) error {
 		return err
 	}
 	d.draPlugin.Store(p)
+	d.goRun(func() { p.WatchUnits(ctx, d.opts.HealthInterval) })
 	d.opts.Log.Info("dra: kubelet plugin started", "driver", d.opts.Config.DRA.Driver(), "node", d.opts.NodeName)
 	return nil
 }

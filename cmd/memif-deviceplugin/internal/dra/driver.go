@@ -56,11 +56,14 @@ type Pool struct {
 	Units    Units
 }
 
-// Units are a pool's unit files (pools.Provider).
+// Units are a pool's unit files (pools.Provider). A unit whose scrub found its old file still
+// held is withheld (Scrub's error wraps resource.ErrWithheld) until a later Scrub makes it again.
 type Units interface {
 	Units() []resource.Unit
 	Scrub(id string) error
 	Path(id string) string
+	// Withheld are the units out of service, with the reason.
+	Withheld() map[string]error
 }
 
 // Options configure a Driver.
@@ -473,7 +476,15 @@ func (d *Driver) undo(c Claim) error {
 	var errs []error
 	errs = append(errs, d.opts.CDI.Remove(cdiName(c.UID)))
 	for _, dev := range c.Devices {
-		errs = append(errs, d.scrub(dev))
+		err := d.scrub(dev)
+		if errors.Is(err, resource.ErrWithheld) {
+			// The unit's old file is still held: its pool withholds the unit (out of the
+			// slices) until it can be made again. The claim lets go of it all the same, so
+			// that its slots are free for the next claim.
+			d.opts.Log.Warn("dra: unit withheld at unprepare", "claim", c.Namespace+"/"+c.Name, "unit", dev.Name, "err", err)
+			continue
+		}
+		errs = append(errs, err)
 	}
 	switch {
 	case c.LinkDir != "" && !c.LinkMount.IsZero():

@@ -48,7 +48,8 @@ func (f *fakeUnits) Units() []resource.Unit {
 	}
 	return out
 }
-func (f *fakeUnits) Path(id string) string { return filepath.Join(f.dir, id) }
+func (f *fakeUnits) Path(id string) string      { return filepath.Join(f.dir, id) }
+func (f *fakeUnits) Withheld() map[string]error { return nil }
 func (f *fakeUnits) Scrub(id string) error {
 	f.scrubs[id]++
 	_ = os.Remove(f.Path(id))

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 )
 
 // Plugin serves a Driver to the kubelet (the DRA gRPC API, v1 and v1beta1, through
@@ -26,12 +28,18 @@ type Plugin struct {
 	client kubernetes.Interface
 	log    *slog.Logger
 	helper *kubeletplugin.Helper
+	// publish replaces the node's ResourceSlices (the helper's PublishResources).
+	publish   func(context.Context, resourceslice.DriverResources) error
+	slotBytes int64
+
+	umu       sync.Mutex
+	published map[string]error // the withheld units as last published
 }
 
 // Start registers the plugin with the kubelet under kubeletDir (plugins_registry/, and the
 // plugin's socket in plugins/<driver>/) and publishes the node's devices.
 func Start(ctx context.Context, d *Driver, client kubernetes.Interface, kubeletDir string, slotBytes int64) (*Plugin, error) {
-	p := &Plugin{d: d, client: client, log: d.opts.Log}
+	p := &Plugin{d: d, client: client, log: d.opts.Log, slotBytes: slotBytes}
 	dataDir := filepath.Join(kubeletDir, "plugins", d.opts.DriverName)
 	if err := os.MkdirAll(dataDir, 0o750); err != nil { // the helper listens there, it does not make it
 		return nil, fmt.Errorf("dra: %w", err)
@@ -47,7 +55,8 @@ func Start(ctx context.Context, d *Driver, client kubernetes.Interface, kubeletD
 		return nil, fmt.Errorf("dra: start kubelet plugin: %w", err)
 	}
 	p.helper = h
-	if err := h.PublishResources(ctx, d.Resources(slotBytes)); err != nil {
+	p.publish = h.PublishResources
+	if err := p.publishUnits(ctx); err != nil {
 		h.Stop()
 		return nil, fmt.Errorf("dra: publish resource slices: %w", err)
 	}
@@ -72,6 +81,7 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		if err != nil {
 			p.log.Warn("dra: prepare failed", "claim", c.Namespace+"/"+c.Name, "err", err)
 			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
+			p.SyncUnits(ctx) // a unit its scrub found held leaves the slices
 			continue
 		}
 		var devs []kubeletplugin.Device
@@ -91,7 +101,7 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 }
 
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin.
-func (p *Plugin) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	out := map[types.UID]error{}
 	for _, c := range claims {
 		out[c.UID] = p.d.Unprepare(string(c.UID))
@@ -99,6 +109,7 @@ func (p *Plugin) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 			p.log.Warn("dra: unprepare failed", "claim", c.String(), "err", out[c.UID])
 		}
 	}
+	p.SyncUnits(ctx) // a unit withheld now leaves the slices at once
 	return out, nil
 }
 

@@ -21,8 +21,10 @@ const (
 const maxSliceDevices = resourceapi.ResourceSliceMaxDevices
 
 // Resources are the node's devices as ResourceSlices of one pool named after the node: the
-// socket slots, then each pool's units, with their NUMA node, pool and page size.
+// socket slots, then each pool's units, with their NUMA node, pool and page size. Withheld units
+// are left out, so that the scheduler allocates them to no claim until they are made again.
 func (d *Driver) Resources(slotBytes int64) resourceslice.DriverResources {
+	withheld := d.Withheld()
 	var devs []resourceapi.Device
 	if d.opts.Slots != nil {
 		for _, u := range d.opts.Slots.Units() {
@@ -40,6 +42,9 @@ func (d *Driver) Resources(slotBytes int64) resourceslice.DriverResources {
 	}
 	for _, p := range d.opts.Pools {
 		for _, u := range p.Units.Units() {
+			if withheld[u.ID] != nil {
+				continue
+			}
 			devs = append(devs, resourceapi.Device{
 				Name: u.ID,
 				Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{

@@ -1,5 +1,7 @@
 package resource
 
+import "errors"
+
 // Unit is one allocatable device of a provider.
 type Unit struct {
 	ID string
@@ -31,3 +33,9 @@ type Provider interface {
 	// scrubbed) and writes any per-allocation files.
 	Grant(ids []string) (map[string]string, error)
 }
+
+// ErrWithheld marks a device that its provider keeps out of service because a previous tenant
+// still holds what the device was made of (a pool unit's old file, whose hugepages the new file
+// needs). The device is held by no pod (its old file is gone), so scrubbing it again is always
+// safe; the provider's Scrub tries to refill it, cheaply while the pages are not back.
+var ErrWithheld = errors.New("a previous tenant still holds its old file")
