@@ -322,6 +322,7 @@ func (d *Daemon) Metrics() []metrics.Family {
 	scrubErr := fam("scrub_errors_total", "Scrubs that failed.", "counter")
 	devs := fam("devices", "Devices by health.", "gauge")
 	dirty := fam("devices_dirty", "Devices handed out and not yet scrubbed.", "gauge")
+	withheld := fam("devices_withheld", "Pool units out of service while a previous tenant holds their old file.", "gauge")
 	regs := fam("registrations_total", "Successful registrations with the kubelet.", "counter")
 	registered := fam("registered", "1 when the resource is registered with the kubelet.", "gauge")
 	bytes := fam("pool_bytes", "Hugepage memory held by pool units.", "gauge")
@@ -337,6 +338,7 @@ func (d *Daemon) Metrics() []metrics.Family {
 			metrics.Sample{Labels: append(l[:2:2], "health", "healthy"), Value: float64(st.Healthy)},
 			metrics.Sample{Labels: append(l[:2:2], "health", "unhealthy"), Value: float64(st.Unhealthy)})
 		dirty.Samples = append(dirty.Samples, metrics.Sample{Labels: l, Value: float64(st.Dirty)})
+		withheld.Samples = append(withheld.Samples, metrics.Sample{Labels: l, Value: float64(st.Withheld)})
 		regs.Samples = append(regs.Samples, metrics.Sample{Labels: l, Value: float64(d.servers[i].Registrations())})
 		v := 0.0
 		if d.servers[i].Registered() {
@@ -352,5 +354,5 @@ func (d *Daemon) Metrics() []metrics.Family {
 				Labels: []string{"resource", pp.Resource(), "numa_node", strconv.Itoa(node)}, Value: float64(b)})
 		}
 	}
-	return []metrics.Family{*alloc, *scrubs, *scrubErr, *devs, *dirty, *regs, *registered, *bytes}
+	return []metrics.Family{*alloc, *scrubs, *scrubErr, *devs, *dirty, *withheld, *regs, *registered, *bytes}
 }

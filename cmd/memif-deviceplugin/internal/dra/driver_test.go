@@ -60,6 +60,7 @@ type env struct {
 	state, cdiDir string
 	slots         *slots.Provider
 	units         *fakeUnits
+	pool          Units // the driver's pool: units, or a real one
 }
 
 func newEnv(t *testing.T) *env {
@@ -79,7 +80,7 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
-	return &env{state: state, cdiDir: t.TempDir(), slots: sp, units: u}
+	return &env{state: state, cdiDir: t.TempDir(), slots: sp, units: u, pool: u}
 }
 
 func (e *env) driver(t *testing.T) *Driver {
@@ -87,7 +88,7 @@ func (e *env) driver(t *testing.T) *Driver {
 	d, err := New(Options{
 		DriverName: names.DRADriver, NodeName: testNode, StateDir: e.state,
 		SlotsDir: filepath.Join(e.state, names.SocketsSubdir), Slots: e.slots,
-		Pools:      []Pool{{Name: "drapool", PageSize: "2Mi", UnitSize: 64 << 20, Units: e.units}},
+		Pools:      []Pool{{Name: "drapool", PageSize: "2Mi", UnitSize: 64 << 20, Units: e.pool}},
 		LinkLimits: linkdir.Limits{Bytes: 64 << 10, Inodes: 16},
 		CDI:        cdi.Writer{Dir: e.cdiDir}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

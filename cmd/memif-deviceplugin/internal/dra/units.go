@@ -2,6 +2,7 @@ package dra
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -85,7 +86,8 @@ func (p *Plugin) event(ctx context.Context, typ, reason, msg string) {
 	node := p.d.opts.NodeName
 	now := metav1.Now()
 	ev := &corev1.Event{
-		ObjectMeta:          metav1.ObjectMeta{GenerateName: node + ".", Namespace: metav1.NamespaceDefault},
+		// Named as client-go's recorder names events: the object and a timestamp.
+		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", node, now.UnixNano()), Namespace: metav1.NamespaceDefault},
 		InvolvedObject:      corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node, UID: types.UID(node)},
 		Reason:              reason,
 		Message:             msg,
