@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -161,4 +162,32 @@ func touchUnit(t *testing.T, path string) {
 	if err := unix.Munmap(m); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestHeldUnitOnMountSizedToThePool: where the agent's hugepages are bounded by the pool itself
+// (a hugetlb cgroup limit equal to the pool, played here by a mount of that size made before the
+// agent starts), there is no headroom: the first held unit is withheld, and the rest keep working.
+func TestHeldUnitOnMountSizedToThePool(t *testing.T) {
+	testutil.NeedHugepages(t, 8)
+	state := t.TempDir()
+	dir := filepath.Join(state, "pools", "hugepool")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("test", dir, "hugetlbfs", 0, "pagesize=2M,size=8M,min_size=8M"); err != nil {
+		t.Fatalf("mount: %v", err)
+	}
+	p := newPool(t, state, pool(2))
+	held, other := p.Units()[0].ID, p.Units()[1].ID
+	h := testutil.HoldFile(t, p.Path(held), testutil.HoldFD)
+	if err := p.Scrub(held); !errors.Is(err, resource.ErrWithheld) {
+		t.Fatalf("scrub of the held unit: %v, want it withheld", err)
+	}
+	for range 3 {
+		if err := p.Scrub(other); err != nil {
+			t.Fatalf("scrub of %s: %v", other, err)
+		}
+	}
+	h.Release()
+	waitFor(t, "unit refilled after the holder exits", func() bool { return p.Scrub(held) == nil })
 }
