@@ -24,7 +24,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 	"github.com/memifnet/memifnet/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/ports"
@@ -43,7 +43,7 @@ const CDIKind = "memifnet.io/claim"
 
 // Slots are the DRA driver's socket slots (slots.Provider).
 type Slots interface {
-	Units() []resource.Unit
+	Units() []device.Unit
 	Scrub(id string) error
 	Dir(id string) string
 }
@@ -57,9 +57,9 @@ type Pool struct {
 }
 
 // Units are a pool's unit files (pools.Provider). A unit whose scrub found its old file still
-// held is withheld (Scrub's error wraps resource.ErrWithheld) until a later Scrub makes it again.
+// held is withheld (Scrub's error wraps device.ErrWithheld) until a later Scrub makes it again.
 type Units interface {
-	Units() []resource.Unit
+	Units() []device.Unit
 	Scrub(id string) error
 	Path(id string) string
 	// Withheld are the units out of service, with the reason.
@@ -84,8 +84,8 @@ type Driver struct {
 	opts  Options
 	links linkdir.Dirs
 	ckpt  checkpoint
-	slots map[string]resource.Unit // the driver's socket slots by name
-	units map[string]*Pool         // the pool of each hugepage unit, by name
+	slots map[string]device.Unit // the driver's socket slots by name
+	units map[string]*Pool       // the pool of each hugepage unit, by name
 
 	mu     sync.Mutex
 	claims map[string]Claim // by UID
@@ -100,7 +100,7 @@ func New(opts Options) (*Driver, error) {
 		opts:  opts,
 		links: linkdir.Dirs{Root: filepath.Join(opts.StateDir, names.DRASubdir, names.LinksSubdir), Limits: opts.LinkLimits},
 		ckpt:  checkpoint{path: filepath.Join(opts.StateDir, names.DRASubdir, "claims.json")},
-		slots: map[string]resource.Unit{}, units: map[string]*Pool{},
+		slots: map[string]device.Unit{}, units: map[string]*Pool{},
 	}
 	if opts.Slots != nil {
 		for _, u := range opts.Slots.Units() {
@@ -477,7 +477,7 @@ func (d *Driver) undo(c Claim) error {
 	errs = append(errs, d.opts.CDI.Remove(cdiName(c.UID)))
 	for _, dev := range c.Devices {
 		err := d.scrub(dev)
-		if errors.Is(err, resource.ErrWithheld) {
+		if errors.Is(err, device.ErrWithheld) {
 			// The unit's old file is still held: its pool withholds the unit (out of the
 			// slices) until it can be made again. The claim lets go of it all the same, so
 			// that its slots are free for the next claim.

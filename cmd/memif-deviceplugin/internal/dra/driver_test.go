@@ -22,7 +22,7 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
 	"github.com/memifnet/memifnet/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
@@ -41,10 +41,10 @@ type fakeUnits struct {
 	scrubs map[string]int
 }
 
-func (f *fakeUnits) Units() []resource.Unit {
-	var out []resource.Unit
+func (f *fakeUnits) Units() []device.Unit {
+	var out []device.Unit
 	for _, id := range f.ids {
-		out = append(out, resource.Unit{ID: id, Node: 0})
+		out = append(out, device.Unit{ID: id, Node: 0})
 	}
 	return out
 }

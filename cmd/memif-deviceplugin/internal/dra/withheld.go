@@ -5,7 +5,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 )
 
 // Withheld are the driver's hugepage units that their pools keep out of service (a previous
@@ -31,7 +31,7 @@ func (d *Driver) Refill() []string {
 			switch {
 			case err == nil:
 				back = append(back, id)
-			case !errors.Is(err, resource.ErrWithheld):
+			case !errors.Is(err, device.ErrWithheld):
 				d.opts.Log.Warn("dra: refill a withheld unit", "unit", id, "err", err)
 			}
 		}

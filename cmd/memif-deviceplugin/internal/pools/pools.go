@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 )
@@ -40,7 +40,7 @@ type Provider struct {
 	pool  config.Pool
 	dir   string
 	log   *slog.Logger
-	units []resource.Unit
+	units []device.Unit
 
 	// mu makes each unlink-and-create one step: the pages an unlink gives back go to that
 	// unit's new file, never to another unit being made at the same moment.
@@ -79,7 +79,7 @@ func (p *Provider) addUnits(node int) {
 	for i := range p.pool.UnitsPerNUMANode {
 		id := fmt.Sprintf("%s-n%d-%03d", p.pool.Name, node, i)
 		if p.Check(id) == nil {
-			p.units = append(p.units, resource.Unit{ID: id, Node: node})
+			p.units = append(p.units, device.Unit{ID: id, Node: node})
 			made++
 			continue
 		}
@@ -98,7 +98,7 @@ func (p *Provider) addUnits(node int) {
 			short = true
 			continue
 		}
-		p.units = append(p.units, resource.Unit{ID: id, Node: node})
+		p.units = append(p.units, device.Unit{ID: id, Node: node})
 	}
 }
 
@@ -139,7 +139,7 @@ func (p *Provider) mount(bytes int64) error {
 func (p *Provider) Resource() string { return names.ResourcePrefix + p.pool.Name }
 
 // Units implements resource.Provider.
-func (p *Provider) Units() []resource.Unit { return p.units }
+func (p *Provider) Units() []device.Unit { return p.units }
 
 // Path is the host file of a unit.
 func (p *Provider) Path(id string) string { return filepath.Join(p.dir, id) }
@@ -271,7 +271,7 @@ func onNode(node int, fn func() error) error {
 // Scrub replaces the unit with a new file. The old file is unlinked first, so that its pages
 // return to the pool before the new file needs them. If something still holds the old file, its
 // pages stay held and the new file finds none: the unit is withheld (the error wraps
-// resource.ErrWithheld and names the holders it can find), and a later Scrub makes it again once
+// device.ErrWithheld and names the holders it can find), and a later Scrub makes it again once
 // the pages are back (cheaply refused until then).
 func (p *Provider) Scrub(id string) error {
 	node, ok := p.nodeOf(id)
@@ -315,8 +315,8 @@ func (p *Provider) nodeOf(id string) (int, bool) {
 }
 
 // Mount puts a unit file at /run/memifnet/pools/<unit>.
-func (p *Provider) Mount(id string) resource.Mount {
-	return resource.Mount{Host: p.Path(id), Container: names.ContainerPoolsDir + "/" + id}
+func (p *Provider) Mount(id string) device.Mount {
+	return device.Mount{Host: p.Path(id), Container: names.ContainerPoolsDir + "/" + id}
 }
 
 // Grant lists the container paths of the units in MEMIFNET_POOLS.

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 )
 
 // A unit is withheld when its scrub unlinked the old file but found no pages for the new one:
@@ -45,7 +45,7 @@ func newWithheld(id string, old *unix.Stat_t, now time.Time) *withheld {
 		by = "by " + strings.Join(w.holders, ", ")
 	}
 	w.err = fmt.Errorf("unit %s withheld: %w: the hugepages of %s are still held %s; the unit comes back once they are let go",
-		id, resource.ErrWithheld, what, by)
+		id, device.ErrWithheld, what, by)
 	return w
 }
 

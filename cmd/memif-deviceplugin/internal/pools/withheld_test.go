@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 	"github.com/memifnet/memifnet/internal/testutil"
 )
 
@@ -62,13 +62,13 @@ func heldUnit(t *testing.T, how string) {
 	}
 	h := testutil.HoldFile(t, p.Path(held), how)
 	err := p.Scrub(held)
-	if !errors.Is(err, resource.ErrWithheld) {
+	if !errors.Is(err, device.ErrWithheld) {
 		t.Fatalf("scrub of a second held unit: %v, want it withheld", err)
 	}
 	if holder := fmt.Sprintf("pid %d", h.Pid); !strings.Contains(err.Error(), held) || !strings.Contains(err.Error(), holder) {
 		t.Errorf("withheld error %q does not name the unit and %s", err, holder)
 	}
-	if err := p.Check(held); !errors.Is(err, resource.ErrWithheld) {
+	if err := p.Check(held); !errors.Is(err, device.ErrWithheld) {
 		t.Errorf("check of the withheld unit: %v", err)
 	}
 	if w := p.Withheld(); len(w) != 1 || w[held] == nil {
@@ -90,7 +90,7 @@ func heldUnit(t *testing.T, how string) {
 		}
 	}
 	// Retries while the holder holds on are refused (cheaply), and change nothing.
-	if err := p.Scrub(held); !errors.Is(err, resource.ErrWithheld) {
+	if err := p.Scrub(held); !errors.Is(err, device.ErrWithheld) {
 		t.Fatalf("retry while held: %v", err)
 	}
 	h.Release()
@@ -129,14 +129,14 @@ func TestHeldUnitAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := testutil.HoldFile(t, p.Path(held), testutil.HoldMapping)
-	if err := p.Scrub(held); !errors.Is(err, resource.ErrWithheld) {
+	if err := p.Scrub(held); !errors.Is(err, device.ErrWithheld) {
 		t.Fatalf("scrub: %v", err)
 	}
 	p2 := newPool(t, state, pool(3))
 	if n := len(p2.Units()); n != 3 {
 		t.Fatalf("after restart the pool has %d units, want 3", n)
 	}
-	if err := p2.Check(held); !errors.Is(err, resource.ErrWithheld) {
+	if err := p2.Check(held); !errors.Is(err, device.ErrWithheld) {
 		t.Fatalf("after restart %s: %v, want withheld", held, err)
 	}
 	if err := p2.Check(p2.Units()[2].ID); err != nil {
@@ -180,7 +180,7 @@ func TestHeldUnitOnMountSizedToThePool(t *testing.T) {
 	p := newPool(t, state, pool(2))
 	held, other := p.Units()[0].ID, p.Units()[1].ID
 	h := testutil.HoldFile(t, p.Path(held), testutil.HoldFD)
-	if err := p.Scrub(held); !errors.Is(err, resource.ErrWithheld) {
+	if err := p.Scrub(held); !errors.Is(err, device.ErrWithheld) {
 		t.Fatalf("scrub of the held unit: %v, want it withheld", err)
 	}
 	for range 3 {

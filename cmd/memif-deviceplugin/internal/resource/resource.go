@@ -17,6 +17,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/numa"
 )
@@ -40,7 +41,7 @@ type Resource struct {
 	log *slog.Logger
 	cdi *cdi.Writer
 
-	units map[string]Unit
+	units map[string]device.Unit
 	locks map[string]*sync.Mutex // one per device: scrub and hand-out exclude each other
 
 	mu      sync.Mutex
@@ -55,7 +56,7 @@ type Resource struct {
 func New(p Provider, led *ledger.Ledger, log *slog.Logger, cdiWriter *cdi.Writer) (*Resource, error) {
 	r := &Resource{
 		p: p, led: led, log: log.With("resource", p.Resource()), cdi: cdiWriter,
-		units: map[string]Unit{}, locks: map[string]*sync.Mutex{},
+		units: map[string]device.Unit{}, locks: map[string]*sync.Mutex{},
 		health: map[string]error{}, changed: make(chan struct{}),
 	}
 	for _, u := range p.Units() {
@@ -136,12 +137,12 @@ func (r *Resource) setHealth(id string, err error) bool {
 // caller holds the device's lock.
 func (r *Resource) repair(id string, damage error) error {
 	e, dirty := r.led.Dirty(id)
-	withheld := errors.Is(damage, ErrWithheld)
+	withheld := errors.Is(damage, device.ErrWithheld)
 	if dirty && !withheld {
 		return damage
 	}
 	if err := r.p.Scrub(id); err != nil {
-		if errors.Is(err, ErrWithheld) {
+		if errors.Is(err, device.ErrWithheld) {
 			return err
 		}
 		return fmt.Errorf("%w; rebuilding it failed: %v", damage, err)
@@ -264,7 +265,7 @@ func (r *Resource) Allocate(req *pluginapi.AllocateRequest) (*pluginapi.Allocate
 			continue
 		}
 		if err := r.p.Scrub(id); err != nil {
-			if !errors.Is(err, ErrWithheld) {
+			if !errors.Is(err, device.ErrWithheld) {
 				r.scrubErrors.Add(1)
 			}
 			r.markUnhealthy(id, err)
@@ -334,7 +335,7 @@ func (r *Resource) Reclaim(ctx context.Context, inUse map[string]bool, listedAt 
 		if cur, dirty := r.led.Dirty(id); dirty && cur == e {
 			err := r.p.Scrub(id)
 			switch {
-			case errors.Is(err, ErrWithheld):
+			case errors.Is(err, device.ErrWithheld):
 				// The provider logged why; the health check retries it.
 				r.markUnhealthy(id, err)
 			case err != nil:
@@ -372,7 +373,7 @@ func (r *Resource) Stats() Stats {
 		} else {
 			s.Unhealthy++
 		}
-		if errors.Is(err, ErrWithheld) {
+		if errors.Is(err, device.ErrWithheld) {
 			s.Withheld++
 		}
 	}
