@@ -161,7 +161,7 @@ func newDRA(opts Options, nodes []int, limits slots.Limits) (*dra.Driver, error)
 	do := dra.Options{
 		DriverName: dc.Driver(), NodeName: opts.NodeName, StateDir: opts.StateDir,
 		SlotsDir:   filepath.Join(opts.StateDir, names.SocketsSubdir),
-		LinkLimits: linkdir.DefaultLimits,
+		LinkLimits: linkdir.Limits{Bytes: dc.Links().Size.Bytes, Inodes: dc.Links().Inodes},
 		CDI:        cdi.Writer{Dir: opts.CDIDir}, Log: opts.Log,
 	}
 	if opts.CDIDir == "" {
