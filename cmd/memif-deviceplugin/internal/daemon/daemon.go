@@ -89,8 +89,8 @@ type Daemon struct {
 	resources []*resource.Resource
 	servers   []*dpserver.Server
 	pools     []*pools.Provider
-	dra       *dra.Driver
-	draPlugin atomic.Pointer[dra.Plugin]
+	dra       *dra.DeviceState
+	draDriver atomic.Pointer[dra.Driver]
 	running   sync.WaitGroup
 	started   time.Time
 }
@@ -153,14 +153,15 @@ func New(opts Options) (*Daemon, error) {
 }
 
 // newDRA makes the DRA driver's own slots (dra-slot-NNN) and pools and loads its checkpoint.
-func newDRA(opts Options, nodes []int, limits slots.Limits) (*dra.Driver, error) {
+func newDRA(opts Options, nodes []int, limits slots.Limits) (*dra.DeviceState, error) {
 	dc := opts.Config.DRA
 	if opts.NodeName == "" {
 		return nil, errors.New("config dra.enabled: the node name is needed for ResourceSlices (--node-name or $NODE_NAME)")
 	}
 	do := dra.Options{
 		DriverName: dc.Driver(), NodeName: opts.NodeName, StateDir: opts.StateDir,
-		SlotsDir:   filepath.Join(opts.StateDir, names.SocketsSubdir),
+		SlotsDir: filepath.Join(opts.StateDir, names.SocketsSubdir), SlotBytes: limits.Bytes,
+		KubeletDir: opts.KubeletDir, RecheckInterval: opts.HealthInterval,
 		LinkLimits: linkdir.Limits{Bytes: dc.Links().Size.Bytes, Inodes: dc.Links().Inodes},
 		CDI:        cdi.Writer{Dir: opts.CDIDir}, Log: opts.Log,
 	}
@@ -179,11 +180,11 @@ func newDRA(opts Options, nodes []int, limits slots.Limits) (*dra.Driver, error)
 		}
 		do.Pools = append(do.Pools, dra.Pool{Name: pc.Name, PageSize: pc.PageSize.String(), UnitSize: pc.UnitSize.Bytes, Units: pp})
 	}
-	return dra.New(do)
+	return dra.NewDeviceState(do)
 }
 
-// DRA is the DRA driver, nil unless the config enables it.
-func (d *Daemon) DRA() *dra.Driver { return d.dra }
+// DRA is the DRA driver's device state, nil unless the config enables it.
+func (d *Daemon) DRA() *dra.DeviceState { return d.dra }
 
 // Resources are the served resources, in order: socket slots, then pools.
 func (d *Daemon) Resources() []*resource.Resource { return d.resources }
@@ -194,7 +195,7 @@ func (d *Daemon) Servers() []*dpserver.Server { return d.servers }
 // Ready is true when every resource is registered with the kubelet.
 func (d *Daemon) Ready() bool {
 	if d.dra != nil {
-		if p := d.draPlugin.Load(); p == nil || !p.Registered() {
+		if p := d.draDriver.Load(); p == nil || !p.Registered() {
 			return false
 		}
 	}
@@ -243,7 +244,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err := d.startDRA(ctx); err != nil {
 			return err
 		}
-		defer d.draPlugin.Load().Stop()
+		defer d.draDriver.Load().Stop()
 	}
 
 	<-ctx.Done()
@@ -257,7 +258,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return nil
 }
 
-// startDRA registers the DRA plugin with the kubelet and publishes the node's slices.
+// startDRA registers the DRA driver with the kubelet and publishes the node's slices.
 func (d *Daemon) startDRA(ctx context.Context) error {
 	mk := d.opts.KubeClient
 	if mk == nil {
@@ -267,12 +268,11 @@ func (d *Daemon) startDRA(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dra: kubernetes client: %w", err)
 	}
-	p, err := dra.Start(ctx, d.dra, client, d.opts.KubeletDir, d.opts.Config.SlotLimits.Size.Bytes)
+	p, err := dra.Start(ctx, d.dra, client)
 	if err != nil {
 		return err
 	}
-	d.draPlugin.Store(p)
-	d.goRun(func() { p.WatchUnits(ctx, d.opts.HealthInterval) })
+	d.draDriver.Store(p)
 	d.opts.Log.Info("dra: kubelet plugin started", "driver", d.opts.Config.DRA.Driver(), "node", d.opts.NodeName)
 	return nil
 }

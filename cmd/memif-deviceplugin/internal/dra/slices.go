@@ -23,7 +23,7 @@ const maxSliceDevices = resourceapi.ResourceSliceMaxDevices
 // Resources are the node's devices as ResourceSlices of one pool named after the node: the
 // socket slots, then each pool's units, with their NUMA node, pool and page size. Withheld units
 // are left out, so that the scheduler allocates them to no claim until they are made again.
-func (d *Driver) Resources(slotBytes int64) resourceslice.DriverResources {
+func (d *DeviceState) Resources() resourceslice.DriverResources {
 	withheld := d.Withheld()
 	var devs []resourceapi.Device
 	if d.opts.Slots != nil {
@@ -35,7 +35,7 @@ func (d *Driver) Resources(slotBytes int64) resourceslice.DriverResources {
 					AttrNUMANode: {IntValue: ptr.To(int64(u.Node))},
 				},
 				Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-					CapSize: {Value: *apiresource.NewQuantity(slotBytes, apiresource.BinarySI)},
+					CapSize: {Value: *apiresource.NewQuantity(d.opts.SlotBytes, apiresource.BinarySI)},
 				},
 			})
 		}

@@ -20,7 +20,7 @@ const (
 
 // WatchUnits re-checks the withheld units every interval until ctx ends: a unit whose pages are
 // back is made again and returns to the slices.
-func (p *Plugin) WatchUnits(ctx context.Context, interval time.Duration) {
+func (d *Driver) WatchUnits(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -28,62 +28,62 @@ func (p *Plugin) WatchUnits(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			p.SyncUnits(ctx)
+			d.SyncUnits(ctx)
 		}
 	}
 }
 
 // SyncUnits refills what it can and, when the set of withheld units changed since the last
 // publication, publishes the slices again and records an Event per unit withheld or back.
-func (p *Plugin) SyncUnits(ctx context.Context) {
-	p.d.Refill()
-	p.umu.Lock()
-	defer p.umu.Unlock()
-	now := p.d.Withheld()
-	if slices.Equal(slices.Sorted(maps.Keys(now)), slices.Sorted(maps.Keys(p.published))) {
+func (d *Driver) SyncUnits(ctx context.Context) {
+	d.state.Refill()
+	d.umu.Lock()
+	defer d.umu.Unlock()
+	now := d.state.Withheld()
+	if slices.Equal(slices.Sorted(maps.Keys(now)), slices.Sorted(maps.Keys(d.published))) {
 		return
 	}
-	if err := p.publishLocked(ctx, now); err != nil {
-		p.log.Warn("dra: republish resource slices", "err", err)
+	if err := d.publishLocked(ctx, now); err != nil {
+		d.log.Warn("dra: republish resource slices", "err", err)
 		return
 	}
 	for _, id := range slices.Sorted(maps.Keys(now)) {
-		if p.published[id] == nil {
-			p.event(ctx, corev1.EventTypeWarning, ReasonUnitWithheld, now[id].Error())
+		if d.published[id] == nil {
+			d.event(ctx, corev1.EventTypeWarning, ReasonUnitWithheld, now[id].Error())
 		}
 	}
-	for _, id := range slices.Sorted(maps.Keys(p.published)) {
+	for _, id := range slices.Sorted(maps.Keys(d.published)) {
 		if now[id] == nil {
-			p.event(ctx, corev1.EventTypeNormal, ReasonUnitRefilled, "unit "+id+" is back in the ResourceSlices: its previous tenant let go of its old file")
+			d.event(ctx, corev1.EventTypeNormal, ReasonUnitRefilled, "unit "+id+" is back in the ResourceSlices: its previous tenant let go of its old file")
 		}
 	}
-	p.published = now
+	d.published = now
 }
 
-func (p *Plugin) publishUnits(ctx context.Context) error {
-	p.umu.Lock()
-	defer p.umu.Unlock()
-	now := p.d.Withheld()
-	if err := p.publishLocked(ctx, now); err != nil {
+func (d *Driver) publishUnits(ctx context.Context) error {
+	d.umu.Lock()
+	defer d.umu.Unlock()
+	now := d.state.Withheld()
+	if err := d.publishLocked(ctx, now); err != nil {
 		return err
 	}
-	p.published = now
+	d.published = now
 	return nil
 }
 
-func (p *Plugin) publishLocked(ctx context.Context, withheld map[string]error) error {
+func (d *Driver) publishLocked(ctx context.Context, withheld map[string]error) error {
 	if len(withheld) > 0 {
-		p.log.Info("dra: publishing slices without withheld units", "units", slices.Sorted(maps.Keys(withheld)))
+		d.log.Info("dra: publishing slices without withheld units", "units", slices.Sorted(maps.Keys(withheld)))
 	}
-	return p.publish(ctx, p.d.Resources(p.slotBytes))
+	return d.publish(ctx, d.state.Resources())
 }
 
 // event records an Event on the node (best effort: the log has the same).
-func (p *Plugin) event(ctx context.Context, typ, reason, msg string) {
-	if p.client == nil {
+func (d *Driver) event(ctx context.Context, typ, reason, msg string) {
+	if d.client == nil {
 		return
 	}
-	node := p.d.opts.NodeName
+	node := d.state.opts.NodeName
 	now := metav1.Now()
 	ev := &corev1.Event{
 		// Named as client-go's recorder names events: the object and a timestamp.
@@ -92,14 +92,14 @@ func (p *Plugin) event(ctx context.Context, typ, reason, msg string) {
 		Reason:              reason,
 		Message:             msg,
 		Type:                typ,
-		Source:              corev1.EventSource{Component: p.d.opts.DriverName, Host: node},
+		Source:              corev1.EventSource{Component: d.state.opts.DriverName, Host: node},
 		FirstTimestamp:      now,
 		LastTimestamp:       now,
 		Count:               1,
-		ReportingController: p.d.opts.DriverName,
+		ReportingController: d.state.opts.DriverName,
 		ReportingInstance:   node,
 	}
-	if _, err := p.client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		p.log.Warn("dra: cannot record event", "reason", reason, "err", err)
+	if _, err := d.client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		d.log.Warn("dra: cannot record event", "reason", reason, "err", err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 // Withheld are the driver's hugepage units that their pools keep out of service (a previous
 // tenant still holds the unit's old file), with the reason. They are left out of the
 // ResourceSlices until they are made again.
-func (d *Driver) Withheld() map[string]error {
+func (d *DeviceState) Withheld() map[string]error {
 	out := map[string]error{}
 	for _, p := range d.opts.Pools {
 		maps.Copy(out, p.Units.Withheld())
@@ -21,7 +21,7 @@ func (d *Driver) Withheld() map[string]error {
 
 // Refill tries to make every withheld unit again (cheap while its pages are not back) and
 // returns those that are back.
-func (d *Driver) Refill() []string {
+func (d *DeviceState) Refill() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var back []string

@@ -94,10 +94,10 @@ func events(t *testing.T, c *fake.Clientset, reason string) []corev1.Event {
 func TestUnprepareWithHeldUnits(t *testing.T) {
 	e := newEnv(t)
 	withRealPool(t, e, 3)
-	d := e.driver(t)
+	d := e.deviceState(t)
 	client := fake.NewClientset()
 	pub := &publisher{}
-	p := &Plugin{d: d, client: client, log: d.opts.Log, publish: pub.publish, slotBytes: 1 << 20}
+	p := &Driver{state: d, client: client, log: d.opts.Log, publish: pub.publish}
 	if err := p.publishUnits(context.Background()); err != nil {
 		t.Fatal(err)
 	}
