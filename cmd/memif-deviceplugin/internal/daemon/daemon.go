@@ -27,6 +27,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/dpserver"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/dra"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/events"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/metrics"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/numa"
@@ -273,8 +274,30 @@ func (d *Daemon) startDRA(ctx context.Context) error {
 		return err
 	}
 	d.draDriver.Store(p)
+	rec := events.Recorder{Client: client, Node: d.opts.NodeName, Component: d.opts.Config.DRA.Driver(), Log: d.opts.Log}
+	d.goRun(func() { d.reportWithheld(ctx, rec) })
 	d.opts.Log.Info("dra: kubelet plugin started", "driver", d.opts.Config.DRA.Driver(), "node", d.opts.NodeName)
 	return nil
+}
+
+// reportWithheld records an Event when a unit of the device plugin's pools is withheld or back
+// (the DRA driver reports its own), checking every health interval until ctx ends.
+func (d *Daemon) reportWithheld(ctx context.Context, rec events.Recorder) {
+	prev := make([]map[string]error, len(d.pools))
+	t := time.NewTicker(d.opts.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for i, pp := range d.pools {
+			now := pp.Withheld()
+			rec.Withheld(ctx, prev[i], now)
+			prev[i] = now
+		}
+	}
 }
 
 func inClusterClient() (kubernetes.Interface, error) {

@@ -2,14 +2,19 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/events"
 	"github.com/memifnet/memifnet/internal/testutil"
 )
 
@@ -73,6 +78,15 @@ func TestHeldUnitsAreWithheld(t *testing.T) {
 	res := d.Resources()[1]
 	eventually(t, 2*time.Second, "initial reclaim", func() bool { return res.Stats().Dirty == 0 })
 	w := watchHealth(t, pool)
+	// With an API client (the DRA driver's), the agent records Events about withheld units.
+	client := fake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		d.reportWithheld(ctx, events.Recorder{Client: client, Node: "node-a", Component: "memifnet.io"})
+	}()
+	t.Cleanup(func() { cancel(); <-reported })
 
 	// Two pods get a unit each and pass it on to processes that stay; then the pods are gone
 	// (PodResources lists their units until then).
@@ -92,6 +106,11 @@ func TestHeldUnitsAreWithheld(t *testing.T) {
 	if st := res.Stats(); st.Withheld != 1 {
 		t.Errorf("stats %+v, want 1 withheld", st)
 	}
+	holder := fmt.Sprintf("pid %d", holders[1].Pid)
+	eventually(t, 5*time.Second, "an Event naming the unit and its holder", func() bool {
+		evs := nodeEvents(t, client, events.ReasonUnitWithheld)
+		return len(evs) == 1 && strings.Contains(evs[0].Message, held) && strings.Contains(evs[0].Message, holder)
+	})
 	if m := metricsText(t, d); !strings.Contains(m, `memifnet_deviceplugin_devices_withheld{resource="memifnet.io/hugepool"} 1`) {
 		t.Errorf("metrics do not count the withheld unit:\n%s", m)
 	}
@@ -113,6 +132,22 @@ func TestHeldUnitsAreWithheld(t *testing.T) {
 	if st := res.Stats(); st.Withheld != 0 {
 		t.Errorf("stats %+v, want none withheld", st)
 	}
+	eventually(t, 5*time.Second, "an Event when the unit is back", func() bool {
+		return len(nodeEvents(t, client, events.ReasonUnitRefilled)) == 1
+	})
+}
+
+func nodeEvents(t *testing.T, c *fake.Clientset, reason string) []corev1.Event {
+	t.Helper()
+	l, err := c.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{})
+	must(t, err)
+	var out []corev1.Event
+	for _, ev := range l.Items {
+		if ev.Reason == reason && ev.InvolvedObject.Kind == "Node" && ev.InvolvedObject.Name == "node-a" {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 func metricsText(t *testing.T, d *Daemon) string {

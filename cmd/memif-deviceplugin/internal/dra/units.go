@@ -2,20 +2,11 @@ package dra
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-)
-
-// Event reasons of a withheld unit, on the node's Node object.
-const (
-	ReasonUnitWithheld = "PoolUnitWithheld"
-	ReasonUnitRefilled = "PoolUnitRefilled"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/events"
 )
 
 // WatchUnits re-checks the withheld units every interval until ctx ends: a unit whose pages are
@@ -47,16 +38,7 @@ func (d *Driver) SyncUnits(ctx context.Context) {
 		d.log.Warn("dra: republish resource slices", "err", err)
 		return
 	}
-	for _, id := range slices.Sorted(maps.Keys(now)) {
-		if d.published[id] == nil {
-			d.event(ctx, corev1.EventTypeWarning, ReasonUnitWithheld, now[id].Error())
-		}
-	}
-	for _, id := range slices.Sorted(maps.Keys(d.published)) {
-		if now[id] == nil {
-			d.event(ctx, corev1.EventTypeNormal, ReasonUnitRefilled, "unit "+id+" is back in the ResourceSlices: its previous tenant let go of its old file")
-		}
-	}
+	d.events().Withheld(ctx, d.published, now)
 	d.published = now
 }
 
@@ -78,28 +60,6 @@ func (d *Driver) publishLocked(ctx context.Context, withheld map[string]error) e
 	return d.publish(ctx, d.state.Resources())
 }
 
-// event records an Event on the node (best effort: the log has the same).
-func (d *Driver) event(ctx context.Context, typ, reason, msg string) {
-	if d.client == nil {
-		return
-	}
-	node := d.state.opts.NodeName
-	now := metav1.Now()
-	ev := &corev1.Event{
-		// Named as client-go's recorder names events: the object and a timestamp.
-		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", node, now.UnixNano()), Namespace: metav1.NamespaceDefault},
-		InvolvedObject:      corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node, UID: types.UID(node)},
-		Reason:              reason,
-		Message:             msg,
-		Type:                typ,
-		Source:              corev1.EventSource{Component: d.state.opts.DriverName, Host: node},
-		FirstTimestamp:      now,
-		LastTimestamp:       now,
-		Count:               1,
-		ReportingController: d.state.opts.DriverName,
-		ReportingInstance:   node,
-	}
-	if _, err := d.client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		d.log.Warn("dra: cannot record event", "reason", reason, "err", err)
-	}
+func (d *Driver) events() events.Recorder {
+	return events.Recorder{Client: d.client, Node: d.state.opts.NodeName, Component: d.state.opts.DriverName, Log: d.log}
 }

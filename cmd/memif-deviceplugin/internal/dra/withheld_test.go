@@ -19,6 +19,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/events"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/pools"
 	"github.com/memifnet/memifnet/internal/testutil"
 )
@@ -70,7 +71,7 @@ func slicesHave(r resourceslice.DriverResources, device string) bool {
 	return false
 }
 
-func events(t *testing.T, c *fake.Clientset, reason string) []corev1.Event {
+func eventsOf(t *testing.T, c *fake.Clientset, reason string) []corev1.Event {
 	t.Helper()
 	l, err := c.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -123,7 +124,7 @@ func TestUnprepareWithHeldUnits(t *testing.T) {
 		t.Errorf("published slices: withheld unit present %v, others %v %v; want it alone left out",
 			pub.has(held), pub.has("drapool-n0-000"), pub.has("drapool-n0-002"))
 	}
-	evs := events(t, client, ReasonUnitWithheld)
+	evs := eventsOf(t, client, events.ReasonUnitWithheld)
 	if len(evs) != 1 || !strings.Contains(evs[0].Message, held) || evs[0].InvolvedObject.Kind != "Node" || evs[0].InvolvedObject.Name != testNode {
 		t.Errorf("withheld events: %+v", evs)
 	} else if pid := "pid " + strconv.Itoa(holders[1].Pid); !strings.Contains(evs[0].Message, pid) {
@@ -149,13 +150,13 @@ func TestUnprepareWithHeldUnits(t *testing.T) {
 	go p.WatchUnits(ctx, 20*time.Millisecond)
 	holders[1].Release()
 	deadline := time.Now().Add(5 * time.Second)
-	for !pub.has(held) || len(events(t, client, ReasonUnitRefilled)) == 0 {
+	for !pub.has(held) || len(eventsOf(t, client, events.ReasonUnitRefilled)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the unit is not back in the slices (%v) with an Event within 5s of its holder's exit", pub.has(held))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if evs := events(t, client, ReasonUnitRefilled); len(evs) != 1 || !strings.Contains(evs[0].Message, held) {
+	if evs := eventsOf(t, client, events.ReasonUnitRefilled); len(evs) != 1 || !strings.Contains(evs[0].Message, held) {
 		t.Errorf("refilled events: %+v", evs)
 	}
 	if _, err := d.Prepare(late); err != nil {
