@@ -45,7 +45,7 @@ type Provider struct {
 	// mu makes each unlink-and-create one step: the pages an unlink gives back go to that
 	// unit's new file, never to another unit being made at the same moment.
 	mu       sync.Mutex
-	wmu      sync.Mutex
+	wmu      sync.Mutex           // guards withheld (Check reads it while a scrub runs)
 	withheld map[string]*withheld // units whose old file a previous tenant still holds
 }
 
@@ -147,11 +147,14 @@ func (p *Provider) Path(id string) string { return filepath.Join(p.dir, id) }
 // Dir is the hugetlbfs mount of the pool.
 func (p *Provider) Dir() string { return p.dir }
 
-// Bytes is the memory held by the pool's units per NUMA node.
+// Bytes is the memory held by the pool's units per NUMA node (withheld units hold none).
 func (p *Provider) Bytes() map[int]int64 {
+	withheld := p.Withheld()
 	out := map[int]int64{}
 	for _, u := range p.units {
-		out[u.Node] += p.pool.UnitSize.Bytes
+		if withheld[u.ID] == nil {
+			out[u.Node] += p.pool.UnitSize.Bytes
+		}
 	}
 	return out
 }
