@@ -247,6 +247,12 @@ func TestNodeAgent(t *testing.T) {
 					if _, cluster := o.(*admissionregv1.ValidatingAdmissionPolicyBinding); cluster {
 						continue
 					}
+					if r, ok := o.(*rbacv1.Role); ok && dir == "overlays/dra" && r.Name == "memifnet-dra-events" && r.Namespace == "default" {
+						continue // the DRA driver's Events on its Node, where the kubelet's are
+					}
+					if r, ok := o.(*rbacv1.RoleBinding); ok && dir == "overlays/dra" && r.Name == "memifnet-dra-events" && r.Namespace == "default" {
+						continue
+					}
 					if ns := m.GetNamespace(); ns != namespace {
 						t.Errorf("%T in namespace %q, want %s", o, ns, namespace)
 					}
@@ -459,7 +465,7 @@ func TestNodeAgentHoldsNoRBAC(t *testing.T) {
 				subjects, name = b.Subjects, b.Name
 			}
 			for _, s := range subjects {
-				if s.Kind == "ServiceAccount" && s.Name == "memifnet" && (dir != "overlays/dra" || name != "memifnet-dra") {
+				if s.Kind == "ServiceAccount" && s.Name == "memifnet" && (dir != "overlays/dra" || (name != "memifnet-dra" && name != "memifnet-dra-events")) {
 					t.Errorf("%s: %T %s binds the node agent's service account", dir, o, name)
 				}
 			}
@@ -690,6 +696,13 @@ func TestDRAOverlay(t *testing.T) {
 		t.Errorf("ClusterRole memifnet-dra rules:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 	checkDRAPolicies(t, objs)
+	for _, o := range objs {
+		if r, ok := o.(*rbacv1.Role); ok && r.Name == "memifnet-dra-events" {
+			if len(r.Rules) != 1 || fmt.Sprintf("%v %v %v", r.Rules[0].APIGroups, r.Rules[0].Resources, r.Rules[0].Verbs) != "[] [events] [create]" {
+				t.Errorf("Role default/memifnet-dra-events rules %+v, want create events only", r.Rules)
+			}
+		}
+	}
 	spec := daemonSet(t, objs).Spec.Template.Spec
 	dp := container(t, spec.Containers, "deviceplugin")
 	mounted := map[string]bool{}

@@ -383,6 +383,7 @@ func (x *tier3) draRestore(ctx context.Context, t *testing.T) {
 		{"-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m"},
 		{"delete", "--ignore-not-found", "deviceclass", "socket.memifnet.io", "hugepool.memifnet.io"},
 		{"delete", "--ignore-not-found", "clusterrolebinding,clusterrole", "memifnet-dra"},
+		{"delete", "--ignore-not-found", "-n", "default", "rolebinding,role", "memifnet-dra-events"},
 		{"delete", "--ignore-not-found", "validatingadmissionpolicybinding,validatingadmissionpolicy", "memifnet-dra-resourceslices", "memifnet-dra-claim-status"},
 		{"delete", "resourceslices", "--field-selector=spec.driver=" + names.DRADriver},
 	} {
