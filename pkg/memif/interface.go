@@ -240,7 +240,7 @@ func (i *Interface) attach(c *connection) error {
 		q.ringName = fmt.Sprintf("%s ring %d", rxName, k)
 		switch {
 		case q.zc != nil:
-			q.refillZC()
+			q.rearmZC(0) // nothing consumed yet: arm the whole ring
 		case client:
 			q.refill() // arm the whole ring at once, so the server can send before our first poll
 		}

@@ -32,10 +32,19 @@ type Buffer struct {
 }
 
 // zcShare is one queue pair's share of the pool.
+//
+// Its free list has more than one user: the queue pair's owner (bursts, Release, Alloc), the
+// control goroutine of every interface on the pool (arming a new connection's receive rings,
+// recovering a dead connection's buffers), and, with a shared Pool, the owners' queue pairs k of
+// the other interfaces, whose control goroutines run on their own. mu orders them. The data path
+// takes it once per call (a burst, a Release, an Alloc), never per packet; it is contended only
+// for the microseconds a connect or disconnect touches the share. Lock order: a queue's guard
+// first, then mu.
 type zcShare struct {
 	mem     []byte // the whole pool region
 	bufSize uint32
-	free    *alloc.Pool
+	mu      sync.Mutex
+	free    *alloc.Pool // guarded by mu
 }
 
 // view is buffer idx as a slice of n bytes whose capacity ends at the buffer's end.
@@ -142,7 +151,14 @@ func privatePool(cfg Config) (*Pool, error) {
 }
 
 // BuffersFree is how many buffers of share k are free. Call it from share k's goroutine.
-func (p *Pool) BuffersFree(k int) int { return p.shares[k].free.Available() }
+func (p *Pool) BuffersFree(k int) int { return p.shares[k].available() }
+
+// available is how many buffers of the share are free.
+func (p *zcShare) available() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.free.Available()
+}
 
 // join registers an interface as a user.
 func (p *Pool) join() error {
@@ -195,6 +211,8 @@ func (q *RxQueue) RxBurstZC(bufs []Buffer) int {
 	if t := q.trap; t != nil {
 		defer t.caught(&q.queue, arm())
 	}
+	q.zc.mu.Lock()
+	defer q.zc.mu.Unlock() // deferred: a trapped fault must not leave the share locked
 	avail := min(q.ring.LoadTail()-q.cursor, q.head-q.cursor)
 	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
 	cur := q.cursor
@@ -227,7 +245,18 @@ func (q *RxQueue) RxBurstZC(bufs []Buffer) int {
 	return n
 }
 
-// refillZC arms every free slot of the receive ring with a buffer from the pool.
+// rearmZC returns the buffers RxBurst copied out of (slots from start up to the cursor) and arms
+// the ring again, with the share locked (deferred: a trapped fault in the ring's memory must not
+// leave it locked).
+func (q *RxQueue) rearmZC(start uint16) {
+	q.zc.mu.Lock()
+	defer q.zc.mu.Unlock()
+	q.recycleConsumed(start)
+	q.refillZC()
+}
+
+// refillZC arms every free slot of the receive ring with a buffer from the pool. Call with the
+// share locked.
 func (q *RxQueue) refillZC() {
 	want := q.cursor + uint16(q.ring.Size()) - q.head
 	if want == 0 {
@@ -253,6 +282,8 @@ func (q *RxQueue) refillZC() {
 
 // Release gives received buffers back to the pool. Call it from the queue pair's goroutine.
 func (q *RxQueue) Release(bufs []Buffer) {
+	q.zc.mu.Lock()
+	defer q.zc.mu.Unlock()
 	for i := range bufs {
 		q.zc.free.PutOne(bufs[i].idx)
 	}
@@ -264,6 +295,8 @@ func (q *TxQueue) Alloc(bufs []Buffer) int {
 	if q.zc == nil {
 		panic("memif: Alloc needs Config.ZeroCopy")
 	}
+	q.zc.mu.Lock()
+	defer q.zc.mu.Unlock()
 	n := 0
 	for n < len(bufs) {
 		k := q.zc.free.Get(q.scratch[:min(len(q.scratch), len(bufs)-n)])
@@ -292,7 +325,7 @@ func (q *TxQueue) TxBurstZC(bufs []Buffer) int {
 		defer t.caught(&q.queue, arm())
 	}
 	free := q.reclaimZC()
-	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
+	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc // the loop below touches no free list
 	cur := q.cursor
 	i, pkts, bytes := 0, 0, 0
 	for i < len(bufs) {
@@ -330,7 +363,7 @@ func (q *TxQueue) TxBurstZC(bufs []Buffer) int {
 }
 
 // reclaimZC returns the buffers the peer has released (tail passed them) to the pool and says how
-// many slots are free.
+// many slots are free. It takes the share's lock; callers must not hold it.
 func (q *TxQueue) reclaimZC() uint16 {
 	size := uint16(q.ring.Size())
 	tail := q.ring.LoadTail()
@@ -338,6 +371,11 @@ func (q *TxQueue) reclaimZC() uint16 {
 		q.stats.BadDescs++ // the server's tail is nonsense: reclaim nothing, send nothing
 		return 0
 	}
+	if q.reclaim == tail {
+		return size - (q.cursor - tail)
+	}
+	q.zc.mu.Lock()
+	defer q.zc.mu.Unlock()
 	mask := q.ring.Mask
 	for q.reclaim != tail {
 		k := 0
@@ -352,11 +390,14 @@ func (q *TxQueue) reclaimZC() uint16 {
 }
 
 // recoverZC returns the buffers a dead connection's rings held (armed Rx slots, unreleased Tx
-// slots) to the pool. The queue must be parked.
+// slots) to the pool. The queue must be parked; the queue pair's owner may still be releasing or
+// allocating meanwhile (that needs no connection), so the share is locked.
 func (q *queue) recoverZC(rx bool) {
 	if q.zc == nil || q.slots == nil {
 		return
 	}
+	q.zc.mu.Lock()
+	defer q.zc.mu.Unlock()
 	mask := uint16(len(q.slots) - 1)
 	from, to := q.cursor, q.head // Rx: armed but not received
 	if !rx {
@@ -369,7 +410,7 @@ func (q *queue) recoverZC(rx bool) {
 }
 
 // recycleConsumed returns the buffers of the slots from start up to the cursor, which RxBurst
-// copied out of, to the pool.
+// copied out of, to the pool. Call with the share locked.
 func (q *RxQueue) recycleConsumed(start uint16) {
 	mask := q.ring.Mask
 	for s := start; s != q.cursor; s++ {
@@ -381,6 +422,8 @@ func (q *RxQueue) recycleConsumed(start uint16) {
 func (q *TxQueue) txCopyZC(pkts [][]byte) int {
 	size := uint16(q.ring.Size())
 	free := q.reclaimZC()
+	q.zc.mu.Lock()
+	defer q.zc.mu.Unlock()
 	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
 	bufSize := int(zc.bufSize)
 	cur := q.cursor
@@ -424,5 +467,5 @@ func (q *queue) BuffersFree() int {
 	if q.zc == nil {
 		return 0
 	}
-	return q.zc.free.Available()
+	return q.zc.available()
 }
