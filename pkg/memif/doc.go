@@ -16,7 +16,7 @@
 //
 // # Who may call what, from which goroutine
 //
-// Open, Close and the methods of Interface (Up, Link, Err, Changed, WaitUp, Config, RxQueue,
+// Open, Close and the methods of Interface (Up, Link, Err, Changed, WaitUp, Config, Stats, RxQueue,
 // TxQueue) may be called from any goroutine. The handshake, reconnects and disconnects run on
 // goroutines of the interface's own; they hand a connection to the data path, and take it back,
 // only through each queue's guard word.
