@@ -46,18 +46,20 @@ func (w *statusWriter) run() {
 	defer close(w.done)
 	tick := time.NewTicker(w.interval)
 	defer tick.Stop()
-	up := w.write(portstatus.StateDown)
+	up, due := false, true
 	for {
+		changed := w.i.Changed() // before looking: a change from now on wakes us
+		if due || w.i.Up() != up { // a failed attempt, which changes nothing, is no reason to write
+			up = w.write("")
+		}
 		select {
 		case <-w.stop:
 			w.write(portstatus.StateClosed)
 			return
 		case <-tick.C:
-			up = w.write("")
-		case <-w.i.Changed():
-			if w.i.Up() != up { // a failed attempt changes nothing worth a write
-				up = w.write("")
-			}
+			due = true
+		case <-changed:
+			due = false
 		}
 	}
 }
