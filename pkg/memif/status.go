@@ -48,7 +48,7 @@ func (w *statusWriter) run() {
 	defer tick.Stop()
 	up, due := false, true
 	for {
-		changed := w.i.Changed() // before looking: a change from now on wakes us
+		changed := w.i.Changed()   // before looking: a change from now on wakes us
 		if due || w.i.Up() != up { // a failed attempt, which changes nothing, is no reason to write
 			up = w.write("")
 		}
