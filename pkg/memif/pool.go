@@ -35,8 +35,9 @@ func (p *zcShare) view(idx, n uint32) []byte {
 // put it in the Config of several interfaces to forward between them without copying (an l2fwd):
 // a buffer received on interface A's RxQueue k can be sent on interface B's TxQueue k, and when
 // B's peer releases it, it goes back to share k, from which A's RxQueue k re-arms its ring. That
-// is Tx-to-Rx buffer recycling with no shared structure in between, which requires that queue
-// pairs k of all interfaces of a pool are used from one goroutine.
+// is Tx-to-Rx buffer recycling with no structure shared between data-path goroutines in between,
+// which requires that queue pairs k of all interfaces of a pool are used from one goroutine
+// (share k's lock, taken once per call, only orders them with the control goroutines).
 type Pool struct {
 	region  *alloc.Region
 	shares  []*zcShare
