@@ -43,7 +43,7 @@ func (x *tier3) nadKubeconfig(ctx context.Context, t *testing.T) string {
 	return kc
 }
 
-// multusLeastPrivilege (issue 18 part 7, docs/security.md #23): what memif-cni's credentials
+// multusLeastPrivilege (issue 18 part 7, docs/security.md #26): what memif-cni's credentials
 // reach. The node agent's service account, which the overlay used to put on every node with
 // cluster-wide get pods, reads no pod any more; the node's credentials memif-cni uses now read
 // only pods bound to the node: not one bound to another node, and no list of every pod.

@@ -25,7 +25,7 @@ func blockerPod(name, affinity string) string {
 	return strings.Replace(y, "spec:\n", "spec:\n  affinity:\n    "+affinity+"\n", 1)
 }
 
-// whBlockers plays issue 18 part 8 (docs/security.md #21) against link, whose first pod runs and
+// whBlockers plays issue 18 part 8 (docs/security.md #24) against link, whose first pod runs and
 // whose second pod (port second) is not created yet: from another namespace, pods with a pod
 // anti-affinity (or affinity) on the link's guessable label `link.memifnet.io/<link> In
 // (<second>)` next to the first pod, reaching into namespace default by name or by selector.
@@ -65,7 +65,7 @@ func (x *tier3) whBlockers(ctx context.Context, t *testing.T, link, second strin
 	}
 }
 
-// whStatusPatches plays issue 18 part 6 (docs/security.md #22) on a running link pod: through
+// whStatusPatches plays issue 18 part 6 (docs/security.md #25) on a running link pod: through
 // pods/status (which may change labels and annotations) a changed memifnet.io/ports annotation
 // and an added link label are refused like any update, naming the field, and the pod keeps its
 // own; a status update that changes other metadata still passes.
