@@ -45,7 +45,6 @@ type Server struct {
 
 	registered    atomic.Bool
 	registrations atomic.Uint64
-	restarts      atomic.Uint64
 }
 
 // New makes a server for backend in dir (<kubelet-dir>/device-plugins).
@@ -82,7 +81,6 @@ func (s *Server) Run(ctx context.Context) error {
 		s.watch(ctx, sockPath, ino, kubeletSock)
 		s.registered.Store(false)
 		gs.Stop()
-		s.restarts.Add(1)
 	}
 	return nil
 }
