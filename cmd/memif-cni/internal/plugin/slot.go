@@ -55,17 +55,3 @@ func refusal(err error, format string, a ...any) error {
 	}
 	return err
 }
-
-// isDNSLabel reports whether s is 1-63 characters of [a-z0-9-], alphanumeric at both ends: what
-// Kubernetes namespaces and the device plugin's slot IDs are. Both become directory names.
-func isDNSLabel(s string) bool {
-	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}

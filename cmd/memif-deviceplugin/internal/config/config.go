@@ -173,9 +173,9 @@ func Parse(b []byte) (Config, error) {
 	return c, nil
 }
 
-// poolNameRE keeps pool names valid as the name part of an extended resource
-// and as a file name, and keeps "socket" free for the slot resource.
-var poolNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
+// maxPoolNameLen keeps pool names, DNS labels, short as the name part of an extended resource
+// and a file name.
+const maxPoolNameLen = 32
 
 // Validate checks values; each error names the key it is about.
 func (c Config) Validate() error {
@@ -251,7 +251,7 @@ func validatePools(field string, pools []Pool, seen map[string]bool) []error {
 			errs = append(errs, fmt.Errorf("%s.name: required", key))
 		case p.Name == "socket":
 			errs = append(errs, fmt.Errorf("%s.name: %q is taken by the socket slot resource", key, p.Name))
-		case !poolNameRE.MatchString(p.Name):
+		case len(p.Name) > maxPoolNameLen || !names.IsDNSLabel(p.Name):
 			errs = append(errs, fmt.Errorf("%s.name: %q must be lowercase letters, digits and '-', at most 32 characters", key, p.Name))
 		case seen[p.Name]:
 			errs = append(errs, fmt.Errorf("%s.name: duplicate pool %q (pool names are unique across pools and dra.pools)", key, p.Name))
