@@ -1,5 +1,5 @@
-// Package linkdir makes the directories of pod-to-pod links: <stateDir>/links/<namespace>/<link>,
-// each its own small tmpfs. Both pods of a link can write there (the server creates its socket),
+// Package linkdir makes the directories of pod-to-pod links: <root>/<namespace>/<link>, each its
+// own small tmpfs (memif-cni's root is <stateDir>/links, the DRA driver's <stateDir>/dra/links). Both pods of a link can write there (the server creates its socket),
 // so the tmpfs bounds what they can store to a few files and never the node's disk, and a link
 // made again later under the same name gets a new file system that an old tenant's kept
 // descriptor cannot reach.
@@ -27,7 +27,9 @@ type Limits struct {
 // DefaultLimits hold a link's socket and nothing much else: the directory is the pod's to write.
 var DefaultLimits = Limits{Bytes: 64 << 10, Inodes: 16}
 
-// Dirs implements state.LinkDirs under Root (<stateDir>/links, written by memif-cni only).
+// Dirs are the link directories under Root: <stateDir>/links for memif-cni (its state.LinkDirs),
+// <stateDir>/dra/links for the DRA driver. Only the agent that owns Root writes the directories;
+// pods write only inside a link's tmpfs.
 type Dirs struct {
 	Root   string
 	Limits Limits
@@ -75,7 +77,7 @@ func (d Dirs) Check(ns, name string, mount safefs.Identity) error {
 	case !in.MountRoot:
 		return fmt.Errorf("%s/%s/%s is not mounted", d.Root, ns, name)
 	case in.Identity != mount:
-		return fmt.Errorf("%s/%s/%s is another mount (%s) than memif-cni's (%s)", d.Root, ns, name, in.Identity, mount)
+		return fmt.Errorf("%s/%s/%s is another mount (%s) than the one made for the link (%s)", d.Root, ns, name, in.Identity, mount)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
-// Package daemon wires the plugin together: providers, resources, one
-// kubelet server per resource, health checks, background reclaim through
-// PodResources, and the HTTP endpoints for metrics and probes.
+// Package daemon wires the node agent together: the slot and pool providers, the device plugin
+// (one resource and one kubelet server per resource, health checks, background reclaim through
+// PodResources), the DRA driver when the config enables it, and the HTTP endpoints for metrics
+// and probes.
 package daemon
 
 import (
@@ -39,7 +40,9 @@ import (
 	"github.com/memifnet/memifnet/internal/names"
 )
 
-// Options are everything main gets from flags.
+// Options are what the agent runs with: the config file (parsed by main), main's flags, and the
+// DRA driver's API client (tests pass their own). Zero durations, SysfsRoot, DevinfoDir and Log
+// take the defaults in defaults; Config is used as given.
 type Options struct {
 	Config     config.Config
 	KubeletDir string // /var/lib/kubelet
@@ -62,7 +65,7 @@ type Options struct {
 	Log          *slog.Logger
 }
 
-// Defaults fills zero durations.
+// defaults fills the zero fields that have a default (as main's flags do).
 func (o *Options) defaults() {
 	if o.HealthInterval == 0 {
 		o.HealthInterval = 250 * time.Millisecond
