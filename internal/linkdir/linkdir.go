@@ -1,8 +1,8 @@
 // Package linkdir makes the directories of pod-to-pod links: <root>/<namespace>/<link>, each its
-// own small tmpfs (memif-cni's root is <stateDir>/links, the DRA driver's <stateDir>/dra/links). Both pods of a link can write there (the server creates its socket),
-// so the tmpfs bounds what they can store to a few files and never the node's disk, and a link
-// made again later under the same name gets a new file system that an old tenant's kept
-// descriptor cannot reach.
+// own small tmpfs (memif-cni's root is <stateDir>/links, the DRA driver's <stateDir>/dra/links).
+// Both pods of a link can write there (the server creates its socket), so the tmpfs bounds what
+// they can store to a few files and never the node's disk, and a link made again later under the
+// same name gets a new file system that an old tenant's kept descriptor cannot reach.
 package linkdir
 
 import (
