@@ -16,9 +16,6 @@ import (
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
-// Annotation is the pod annotation that asks for memif ports.
-const Annotation = names.PortsAnnotation
-
 // Defaults of a port object (docs/design.md, "Port object"); the limits are portspec's.
 const (
 	DefaultMode       = portspec.ModeEthernet
@@ -46,7 +43,7 @@ type Port struct {
 func Parse(value string) ([]Port, error) {
 	v := strings.TrimSpace(value)
 	if v == "" {
-		return nil, fmt.Errorf("annotation %s is empty; remove it or list at least one port", Annotation)
+		return nil, fmt.Errorf("annotation %s is empty; remove it or list at least one port", names.PortsAnnotation)
 	}
 	var ps []Port
 	var err error
@@ -56,10 +53,10 @@ func Parse(value string) ([]Port, error) {
 		ps, err = parseShort(v)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", Annotation, err)
+		return nil, fmt.Errorf("annotation %s: %w", names.PortsAnnotation, err)
 	}
 	if err := validate(ps); err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", Annotation, err)
+		return nil, fmt.Errorf("annotation %s: %w", names.PortsAnnotation, err)
 	}
 	return ps, nil
 }

@@ -16,11 +16,10 @@ import (
 	"github.com/memifnet/memifnet/internal/names"
 )
 
-// Defaults of the path settings. Every path is overridable so that tests (and unusual nodes)
+// Defaults of the path settings (stateDir and kubeletDir default to names.StateDir and
+// names.KubeletDir). Every path is overridable so that tests (and unusual nodes)
 // can point the plugin elsewhere.
 const (
-	DefaultStateDir   = names.StateDir
-	DefaultKubeletDir = names.KubeletDir
 	DefaultDevInfoDir = "/var/run/k8s.cni.cncf.io/devinfo"
 	DefaultKubeletURL = "https://127.0.0.1:10250"
 )
@@ -129,10 +128,10 @@ func Parse(data []byte, strict bool) (*NetConf, error) {
 		c.IPAMType = ipam.Type
 	}
 	if c.StateDir == "" {
-		c.StateDir = DefaultStateDir
+		c.StateDir = names.StateDir
 	}
 	if c.KubeletDir == "" {
-		c.KubeletDir = DefaultKubeletDir
+		c.KubeletDir = names.KubeletDir
 	}
 	if c.DeviceInfoDir == "" {
 		c.DeviceInfoDir = DefaultDevInfoDir

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 func TestParseDefaultsAndRuntimeConfig(t *testing.T) {
@@ -12,7 +14,7 @@ func TestParseDefaultsAndRuntimeConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.StateDir != DefaultStateDir || c.KubeletDir != DefaultKubeletDir || c.IPAMType != "host-local" ||
+	if c.StateDir != names.StateDir || c.KubeletDir != names.KubeletDir || c.IPAMType != "host-local" ||
 		c.RuntimeConfig.PodAnnotations["a"] != "b" || c.TimeoutSeconds != 10 {
 		t.Fatalf("%+v", c)
 	}

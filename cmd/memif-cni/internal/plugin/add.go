@@ -83,7 +83,7 @@ func annotation(ctx context.Context, conf *config.NetConf, k8s config.K8sArgs) (
 	if err != nil {
 		return "", cniErr(types.ErrTryAgainLater, "cannot read the pod's annotations", "%v", err)
 	}
-	return anns[ports.Annotation], nil
+	return anns[names.PortsAnnotation], nil
 }
 
 // podPorts parses and validates the pod's ports and asks the kubelet for its slots, one for each

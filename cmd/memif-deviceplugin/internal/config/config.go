@@ -47,9 +47,6 @@ type DRA struct {
 	LinkLimits TmpfsLimits `json:"linkLimits"`
 }
 
-// DefaultDRADriverName is the DRA driver name when the config names none.
-const DefaultDRADriverName = names.DRADriver
-
 // TmpfsLimits are the size and inode limits of one tmpfs the agent mounts for pods: a slot
 // (slotLimits: port.json, a socket and the link directory; the defaults leave room for a few
 // more files and keep a pod from filling the node's memory or disk through its slots) or a DRA
@@ -203,7 +200,7 @@ var driverNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$`)
 func (d DRA) validate(seen map[string]bool) []error {
 	var errs []error
 	if d.DriverName != "" && (!driverNameRE.MatchString(d.DriverName) || !strings.Contains(d.DriverName, ".")) {
-		errs = append(errs, fmt.Errorf("dra.driverName: %q must be a DNS subdomain with a dot, e.g. %s", d.DriverName, DefaultDRADriverName))
+		errs = append(errs, fmt.Errorf("dra.driverName: %q must be a DNS subdomain with a dot, e.g. %s", d.DriverName, names.DRADriver))
 	}
 	if d.SocketSlots < 0 || d.SocketSlots > MaxSocketSlots {
 		errs = append(errs, fmt.Errorf("dra.socketSlots: %d out of range 0..%d", d.SocketSlots, MaxSocketSlots))
@@ -235,7 +232,7 @@ func (d DRA) Links() TmpfsLimits {
 // Driver is the DRA driver name, defaulted.
 func (d DRA) Driver() string {
 	if d.DriverName == "" {
-		return DefaultDRADriverName
+		return names.DRADriver
 	}
 	return d.DriverName
 }
