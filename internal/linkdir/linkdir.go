@@ -13,26 +13,25 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/internal/tmpfs"
 )
 
 // MountSource marks link mounts in /proc/self/mountinfo.
 const MountSource = "memifnet-link"
 
-// Limits bound one link's tmpfs.
-type Limits struct {
-	Bytes  int64
-	Inodes int64
-}
-
 // DefaultLimits hold a link's socket and nothing much else: the directory is the pod's to write.
-var DefaultLimits = Limits{Bytes: 64 << 10, Inodes: 16}
+// memif-cni's linkLimits and the device plugin's dra.linkLimits take them for unset fields.
+var DefaultLimits = tmpfs.Limits{Size: 64 << 10, Inodes: 16}
+
+// Bounds are what linkLimits and dra.linkLimits may choose within.
+var Bounds = tmpfs.Bounds{Min: tmpfs.Limits{Size: 4 << 10, Inodes: 4}, Max: tmpfs.Limits{Size: 16 << 20, Inodes: 4096}}
 
 // Dirs are the link directories under Root: <stateDir>/links for memif-cni (its state.LinkDirs),
 // <stateDir>/dra/links for the DRA driver. Only the agent that owns Root writes the directories;
 // pods write only inside a link's tmpfs.
 type Dirs struct {
 	Root   string
-	Limits Limits
+	Limits tmpfs.Limits
 }
 
 func (d Dirs) nsDir(ns string, create bool) (*safefs.Dir, error) {
@@ -60,7 +59,7 @@ func (d Dirs) Make(ns, name string) (safefs.Identity, error) {
 	if _, err := nsd.Mkdir(name, 0o755); err != nil {
 		return safefs.Identity{}, err
 	}
-	return nsd.MountTmpfs(name, safefs.TmpfsOptions{Source: MountSource, Size: d.Limits.Bytes, Inodes: d.Limits.Inodes, Mode: 0o777})
+	return nsd.MountTmpfs(name, safefs.TmpfsOptions{Source: MountSource, Limits: d.Limits, Mode: 0o777})
 }
 
 // Check says whether the link's tmpfs is still the one Make mounted.

@@ -35,7 +35,7 @@ func bootID() string {
 }
 
 func linkDirs(conf *config.NetConf) linkdir.Dirs {
-	return linkdir.Dirs{Root: conf.LinksDir(), Limits: linkdir.Limits{Bytes: conf.LinkLimits.Bytes, Inodes: conf.LinkLimits.Inodes}}
+	return linkdir.Dirs{Root: conf.LinksDir(), Limits: conf.LinkLimits.Limits}
 }
 
 // openSlot opens the tmpfs memif-deviceplugin mounted for slot.

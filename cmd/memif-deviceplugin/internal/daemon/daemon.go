@@ -36,7 +36,6 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/pools"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
-	"github.com/memifnet/memifnet/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
 )
 
@@ -116,8 +115,7 @@ func New(opts Options) (*Daemon, error) {
 		cdiW = &cdi.Writer{Dir: opts.CDIDir}
 	}
 	var provs []resource.Provider
-	limits := slots.Limits{Bytes: opts.Config.SlotLimits.Size.Bytes, Inodes: opts.Config.SlotLimits.Inodes}
-	sp, err := slots.New(opts.StateDir, opts.Config.SocketSlots, nodes, limits, devinfo.Writer{Dir: opts.DevinfoDir}, opts.Log)
+	sp, err := slots.New(opts.StateDir, opts.Config.SocketSlots, nodes, opts.Config.SlotLimits, devinfo.Writer{Dir: opts.DevinfoDir}, opts.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +129,7 @@ func New(opts Options) (*Daemon, error) {
 		provs = append(provs, pp)
 	}
 	if opts.Config.DRA.Enabled {
-		if d.dra, err = newDRA(opts, nodes, limits); err != nil {
+		if d.dra, err = newDRA(opts, nodes); err != nil {
 			return nil, err
 		}
 	}
@@ -157,22 +155,22 @@ func New(opts Options) (*Daemon, error) {
 }
 
 // newDRA makes the DRA driver's own slots (dra-slot-NNN) and pools and loads its checkpoint.
-func newDRA(opts Options, nodes []int, limits slots.Limits) (*dra.DeviceState, error) {
+func newDRA(opts Options, nodes []int) (*dra.DeviceState, error) {
 	dc := opts.Config.DRA
 	if opts.NodeName == "" {
 		return nil, errors.New("config dra.enabled: the node name is needed for ResourceSlices (--node-name or $NODE_NAME)")
 	}
 	do := dra.Options{
 		DriverName: dc.Driver(), NodeName: opts.NodeName, StateDir: opts.StateDir,
-		SlotsDir: filepath.Join(opts.StateDir, names.SocketsSubdir), SlotBytes: limits.Bytes,
+		SlotsDir: filepath.Join(opts.StateDir, names.SocketsSubdir), SlotBytes: int64(opts.Config.SlotLimits.Size),
 		KubeletDir: opts.KubeletDir, RecheckInterval: opts.HealthInterval,
-		LinkLimits: linkdir.Limits{Bytes: dc.Links().Size.Bytes, Inodes: dc.Links().Inodes},
+		LinkLimits: dc.Links(),
 		CDI:        cdi.Writer{Dir: opts.CDIDir}, Log: opts.Log,
 	}
 	if opts.CDIDir == "" {
 		do.CDI.Dir = cdi.DefaultDir
 	}
-	sp, err := slots.NewPrefixed(opts.StateDir, names.DRASlotPrefix, dc.SocketSlots, nodes, limits, devinfo.Writer{Dir: opts.DevinfoDir}, opts.Log)
+	sp, err := slots.NewPrefixed(opts.StateDir, names.DRASlotPrefix, dc.SocketSlots, nodes, opts.Config.SlotLimits, devinfo.Writer{Dir: opts.DevinfoDir}, opts.Log)
 	if err != nil {
 		return nil, fmt.Errorf("dra: %w", err)
 	}
