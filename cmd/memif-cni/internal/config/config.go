@@ -13,7 +13,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/memifnet/memifnet/internal/linkdir"
+	"github.com/memifnet/memifnet/cmd/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/tmpfs"
 )

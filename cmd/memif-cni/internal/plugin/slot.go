@@ -6,11 +6,11 @@ import (
 	"os"
 	"strings"
 
+	"github.com/memifnet/memifnet/cmd/internal/linkdir"
+	"github.com/memifnet/memifnet/cmd/internal/slotwire"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
-	"github.com/memifnet/memifnet/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/safefs"
-	"github.com/memifnet/memifnet/internal/slotwire"
 )
 
 // maxPortFile bounds what CHECK reads back from a slot: a pod may have put anything there.
@@ -43,7 +43,7 @@ func openSlot(conf *config.NetConf, slot string) (*safefs.Dir, error) {
 	return slotwire.OpenSlot(conf.SlotsDir(), slot)
 }
 
-// bindLink mounts the link's directory on <slot>/link (internal/slotwire).
+// bindLink mounts the link's directory on <slot>/link (cmd/internal/slotwire).
 func bindLink(slot *safefs.Dir, dirs linkdir.Dirs, ln state.Link) error {
 	return slotwire.BindLink(slot, dirs, ln.Namespace, ln.Name, ln.Mount)
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memifnet/memifnet/internal/linkdir"
+	"github.com/memifnet/memifnet/cmd/internal/linkdir"
 )
 
 func TestParseGood(t *testing.T) {
