@@ -10,8 +10,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/memifnet/memifnet/cmd/internal/podapi"
 	"github.com/memifnet/memifnet/cmd/internal/podquery"
+	"github.com/memifnet/memifnet/cmd/memif-cni-podinfo/internal/podapi"
 	"github.com/memifnet/memifnet/internal/names"
 )
 
