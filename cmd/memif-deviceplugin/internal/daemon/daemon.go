@@ -185,9 +185,6 @@ func newDRA(opts Options, nodes []int) (*dra.DeviceState, error) {
 	return dra.NewDeviceState(do)
 }
 
-// DRA is the DRA driver's device state, nil unless the config enables it.
-func (d *Daemon) DRA() *dra.DeviceState { return d.dra }
-
 // Resources are the served resources, in order: socket slots, then pools.
 func (d *Daemon) Resources() []*resource.Resource { return d.resources }
 

@@ -55,9 +55,6 @@ func New(backend Backend, dir string, log *slog.Logger) *Server {
 	return &Server{backend: backend, dir: dir, socket: name, log: log.With("resource", backend.Name())}
 }
 
-// Endpoint is the socket's base name, as sent to the kubelet.
-func (s *Server) Endpoint() string { return s.socket }
-
 // Registered says whether the kubelet accepted the last registration.
 func (s *Server) Registered() bool { return s.registered.Load() }
 
