@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/test/e2e/node"
 )
 
@@ -337,7 +338,7 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 	}
 	if _, err := c.start("kubelet", nil, c.kube("kubelet"),
 		"--config="+c.Path("kubelet", "config.yaml"), "--kubeconfig="+c.Path("kubelet.kubeconfig"),
-		"--root-dir="+KubeletDir, "--hostname-override="+NodeName,
+		"--root-dir="+names.KubeletDir, "--hostname-override="+NodeName,
 		"--containerd="+c.ContainerdSock(), "--v=2"); err != nil {
 		return err
 	}
