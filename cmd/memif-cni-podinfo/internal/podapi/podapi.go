@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/memifnet/memifnet/cmd/internal/podquery"
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 // Sources of the annotations.
@@ -22,6 +23,9 @@ const (
 	SourceKubelet   = "kubelet"
 	SourceAPIServer = "apiserver"
 )
+
+// UserAgent is what the lookups call themselves: the helper's name.
+const UserAgent = names.PodInfoHelper
 
 // Lookup asks the kubelet, then the API server, whichever q names.
 func Lookup(ctx context.Context, q podquery.Query) podquery.Answer {
@@ -126,6 +130,8 @@ func getJSON(ctx context.Context, hc *http.Client, u string, v any) error {
 		return err
 	}
 	req.Header.Set("Accept", "application/json")
+	// Named in the API server's audit log and the kubelet's logs, like any Kubernetes client.
+	req.Header.Set("User-Agent", UserAgent)
 	resp, err := hc.Do(req)
 	if err != nil {
 		return err
