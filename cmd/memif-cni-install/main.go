@@ -31,9 +31,6 @@ import (
 	"github.com/memifnet/memifnet/internal/safefs"
 )
 
-// helper is memif-cni's helper binary (cmd/internal/podquery).
-const helper = names.PodInfoHelper
-
 // DefaultPlugin is the chained memif-cni entry: it asks the runtime for the pod annotations and
 // for Multus's device-info file.
 const DefaultPlugin = `{"type":"memif-cni","capabilities":{"io.kubernetes.cri.pod-annotations":true,"CNIDeviceInfoFile":true}}`
@@ -74,9 +71,9 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		return uninstall(o, log)
 	}
 	if o.helperSource == "" {
-		o.helperSource = filepath.Join(filepath.Dir(o.source), helper)
+		o.helperSource = filepath.Join(filepath.Dir(o.source), names.PodInfoHelper)
 	}
-	if err := installBinary(o.helperSource, o.binDir, helper); err != nil {
+	if err := installBinary(o.helperSource, o.binDir, names.PodInfoHelper); err != nil {
 		return err
 	}
 	if err := installBinary(o.source, o.binDir, "memif-cni"); err != nil {
@@ -133,7 +130,7 @@ func uninstall(o options, log *slog.Logger) error {
 		log.Info("took memif-cni out of the primary CNI configuration", "file", primary)
 	}
 	if o.removeBinary {
-		for _, name := range []string{"memif-cni", helper} { // the plugin first: it needs the helper
+		for _, name := range []string{"memif-cni", names.PodInfoHelper} { // the plugin first: it needs the helper
 			if err := os.Remove(filepath.Join(o.binDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
