@@ -218,13 +218,9 @@ func opposite(r string) string {
 }
 
 func podLink(ns, name string, ms []member) Link {
-	// Servers first; otherwise the older pod first (it likely attached first, but memif-cni
-	// decides, so such roles stay unknown).
+	// The older pod first (it likely attached first, but memif-cni decides, so such roles stay
+	// unknown); then servers first once the roles one end fixes are filled in.
 	sort.SliceStable(ms, func(i, j int) bool {
-		ri, rj := ms[i].port.Role == "server", ms[j].port.Role == "server"
-		if ri != rj {
-			return ri
-		}
 		ti, tj := ms[i].pod.CreationTimestamp, ms[j].pod.CreationTimestamp
 		if !ti.Equal(&tj) {
 			return ti.Before(&tj)
@@ -247,6 +243,7 @@ func podLink(ns, name string, ms []member) Link {
 			b.Role = opposite(a.Role)
 		}
 	}
+	sort.SliceStable(l.Ends, func(i, j int) bool { return l.Ends[i].Role == "server" && l.Ends[j].Role != "server" })
 	l.Node, l.Status = nodeAndStatus(l.Ends, 2)
 	return l
 }
