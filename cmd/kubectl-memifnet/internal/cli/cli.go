@@ -103,7 +103,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	if err := run(ctx, e, rest); err != nil {
-		fmt.Fprintf(stderr, "error: %v\n", err)
+		fmt.Fprintln(stderr, "error: "+clean(err.Error()))
 		return 1
 	}
 	return 0
@@ -143,5 +143,5 @@ func newEnv(cc clientcmd.ClientConfig, o opts, stdout, stderr io.Writer) (*env, 
 
 // note tells the user on stderr what could not be read, so stdout stays the table.
 func (e *env) note(format string, a ...any) {
-	fmt.Fprintf(e.errw, "note: "+strings.TrimSuffix(format, "\n")+"\n", a...)
+	fmt.Fprintln(e.errw, "note: "+clean(strings.TrimSuffix(fmt.Sprintf(format, a...), "\n")))
 }

@@ -76,3 +76,30 @@ func TestMainRefusesBadUsage(t *testing.T) {
 		t.Errorf("--help: %d %q", code, errb.String())
 	}
 }
+
+// TestCleanHostileText: what a hostile pod can put in front of the operator (a symlink target in
+// memif-cni's refusal, an annotation) reaches the terminal escaped, never as a control sequence.
+func TestCleanHostileText(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text, ünïcode":                     "plain text, ünïcode",
+		"it is a symlink (to \"\x1b]0;pwned\a\")": `it is a symlink (to "\x1b]0;pwned\x07")`,
+		"tab\tnewline\n":                          `tab\x09newline\x0a`,
+		"rtl \u202egnp.exe":                       `rtl \u202egnp.exe`,
+		"bad utf8 \xff":                           `bad utf8 \ufffd`,
+		"c1 \u009b31m":                            `c1 \u009b31m`,
+	} {
+		if got := clean(in); got != want {
+			t.Errorf("clean(%q) = %q, want %q", in, got, want)
+		}
+	}
+	var out bytes.Buffer
+	e := &env{out: &out, errw: &out}
+	ev := "memif-cni: refused a planted file; refusing link: it is a symlink (to \"\x1b[2J\")"
+	e.note("%s", ev)
+	tb := newTable(&out)
+	tb.row("a\x1b[31m", "b")
+	_ = tb.flush()
+	if strings.ContainsRune(out.String(), 0x1b) {
+		t.Errorf("an escape reached the output: %q", out.String())
+	}
+}

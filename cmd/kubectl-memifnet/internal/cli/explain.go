@@ -50,7 +50,7 @@ func runExplain(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.out, "Pod %s/%s:\n", in.Pod.Namespace, in.Pod.Name)
 	for _, f := range fs {
-		fmt.Fprintf(e.out, "  %s: %s\n", f.Reason, f.Message)
+		fmt.Fprintf(e.out, "  %s: %s\n", f.Reason, clean(f.Message))
 	}
 	return nil
 }

@@ -94,7 +94,7 @@ func printNode(e *env, rep nodeview.Report) error {
 		fmt.Fprintln(e.out, "  none")
 	}
 	for _, u := range rep.Unhealthy {
-		fmt.Fprintln(e.out, "  "+u)
+		fmt.Fprintln(e.out, "  "+clean(u))
 	}
 	return nil
 }

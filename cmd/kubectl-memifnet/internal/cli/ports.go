@@ -90,7 +90,7 @@ func runPorts(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.out, "Pod %s/%s (%s, node %s)\n", in.Pod.Namespace, in.Pod.Name, in.Pod.Status.Phase, dash(in.Pod.Spec.NodeName))
 	if annErr != nil {
-		fmt.Fprintf(e.out, "Annotation: %v\n", annErr)
+		fmt.Fprintf(e.out, "Annotation: %s\n", clean(annErr.Error()))
 	}
 	t := newTable(e.out)
 	t.row("PORT", "BACKEND", "LINK", "PEER", "ROLE", "MODE", "QUEUES", "RING", "BUFFER", "ZEROCOPY", "STATUS", "STATE")
