@@ -136,6 +136,9 @@ func TestProxyPath(t *testing.T) {
 			}
 		case "/api/v1/namespaces/memifnet-system/pods/http:memifnet-node-x:9200/proxy/metrics":
 			_, _ = w.Write([]byte(body))
+		case "/api/v1/namespaces/memifnet-system/pods/http:memifnet-node-x:9201/proxy/metrics":
+			// What kube-apiserver answers for a pod IP it will not proxy to (a loopback one).
+			http.Error(w, "address not allowed", http.StatusBadRequest)
 		default:
 			http.Error(w, "not found: "+r.URL.Path, http.StatusNotFound)
 		}
@@ -156,6 +159,11 @@ func TestProxyPath(t *testing.T) {
 	if c := snap.Ports[Key{"ns", "rx", "east"}]; !c.Up || c.RxPackets != 1.5e6 {
 		t.Errorf("scraped %+v", snap.Ports)
 	}
+	agent.Spec.Containers[0].Ports[0].ContainerPort = 9201
+	if _, err := p.Scrape(t.Context(), "n1"); err == nil || !strings.Contains(err.Error(), "address not allowed") {
+		t.Errorf("a refused proxy: %v; want the API server's reason", err)
+	}
+	agent.Spec.Containers[0].Ports[0].ContainerPort = 9200
 	body = "memifnet_deviceplugin_registered{resource=\"memifnet.io/socket\"} 1\n" // today's agent
 	if _, err := p.Scrape(t.Context(), "n1"); err == nil || !strings.Contains(err.Error(), "exports no per-port metrics") {
 		t.Errorf("an agent without per-port metrics: %v", err)

@@ -3,6 +3,7 @@ package agentmetrics
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -117,7 +118,7 @@ func (p Proxy) Scrape(ctx context.Context, node string) (Snapshot, error) {
 		if apierrors.IsForbidden(err) {
 			return Snapshot{}, fmt.Errorf("pods/proxy of %s/%s is forbidden: %w", p.Namespace, agent.Name, err)
 		}
-		return Snapshot{}, fmt.Errorf("reading %s/%s's metrics through the API server: %w", p.Namespace, agent.Name, err)
+		return Snapshot{}, fmt.Errorf("reading %s/%s's metrics through the API server: %w%s", p.Namespace, agent.Name, err, causes(err))
 	}
 	at := time.Now()
 	samples, err := Parse(bytes.NewReader(body), IsPortMetric)
@@ -128,6 +129,25 @@ func (p Proxy) Scrape(ctx context.Context, node string) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("node agent %s/%s exports no per-port metrics (%s...)", p.Namespace, agent.Name, MetricUp)
 	}
 	return FromSamples(at, samples), nil
+}
+
+// causes is what the API server said beyond the status, e.g. the pod proxy's "address not
+// allowed" (it proxies only to global unicast pod IPs), which client-go keeps as a cause.
+func causes(err error) string {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || st.Status().Details == nil {
+		return ""
+	}
+	var msgs []string
+	for _, c := range st.Status().Details.Causes {
+		if m := strings.TrimSpace(c.Message); m != "" {
+			msgs = append(msgs, m)
+		}
+	}
+	if len(msgs) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(msgs, "; ")
 }
 
 func metricsPort(pod *corev1.Pod) int {
