@@ -167,6 +167,11 @@ func (x *tier3) kubectlPlugin(ctx context.Context, t *testing.T) {
 	}
 	text, _, _ = x.memifnetPlugin(ctx, t, admin, "-n", kcNamespace, "explain", "kc-third")
 	x.logf("kubectl: explain kc-third:\n%s", text)
+	text, _, err = x.memifnetPlugin(ctx, t, admin, "-n", kcNamespace, "ports", "kc-third")
+	if err != nil || !tableRow(text, "north", "device-plugin", "kc-link", "Conflict") || !strings.Contains(text, "FailedCreatePodSandBox") {
+		t.Fatalf("ports kc-third: %v; want port north on kc-link (Conflict) and the sandbox Event\n%s", err, text)
+	}
+	x.logf("kubectl: ports kc-third:\n%s", text)
 
 	x.kubectlNode(ctx, t, admin)
 	x.namespaceUser(ctx, t)
