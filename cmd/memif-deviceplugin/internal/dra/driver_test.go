@@ -184,6 +184,13 @@ func TestPrepareLink(t *testing.T) {
 	if want := "/run/memifnet/dra-slot-000/link/memif.sock"; east.Socket != want {
 		t.Errorf("east socket %q, want %q", east.Socket, want)
 	}
+	// The ready configs beside port.json (internal/peerconf): an ip link gets VPP's, not DPDK's.
+	if b, err := os.ReadFile(filepath.Join(e.slots.Dir("dra-slot-001"), names.VPPFile)); err != nil || !strings.Contains(string(b), "socket-id 20001 ring-size 1024 buffer-size 2048 slave rx-queues 2 tx-queues 2 mode ip secret "+west.Secret) {
+		t.Errorf("west's %s: %q %v", names.VPPFile, b, err)
+	}
+	if _, err := os.Stat(filepath.Join(e.slots.Dir("dra-slot-000"), names.DPDKArgsFile)); !os.IsNotExist(err) {
+		t.Errorf("an ip port got a %s: %v", names.DPDKArgsFile, err)
+	}
 	// One link directory, seen by both slots.
 	if err := os.WriteFile(filepath.Join(e.slots.Dir("dra-slot-000"), "link", "probe"), []byte("hi"), 0o644); err != nil {
 		t.Fatal(err)
