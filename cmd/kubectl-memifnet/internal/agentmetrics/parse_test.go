@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -137,8 +138,17 @@ func TestProxyPath(t *testing.T) {
 		case "/api/v1/namespaces/memifnet-system/pods/http:memifnet-node-x:9200/proxy/metrics":
 			_, _ = w.Write([]byte(body))
 		case "/api/v1/namespaces/memifnet-system/pods/http:memifnet-node-x:9201/proxy/metrics":
-			// What kube-apiserver answers for a pod IP it will not proxy to (a loopback one).
-			http.Error(w, "address not allowed", http.StatusBadRequest)
+			// What kube-apiserver answers for a pod IP it will not proxy to (a loopback one): a
+			// Status, in protobuf for a client that prefers it.
+			st := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+				Message: "address not allowed", Reason: metav1.StatusReasonBadRequest, Code: http.StatusBadRequest}
+			w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+			w.WriteHeader(http.StatusBadRequest)
+			if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(st, w); err != nil {
+				t.Error(err)
+			}
+		case "/api/v1/namespaces/memifnet-system/pods/http:memifnet-node-x:9202/proxy/metrics":
+			http.Error(w, "no endpoints available", http.StatusServiceUnavailable)
 		default:
 			http.Error(w, "not found: "+r.URL.Path, http.StatusNotFound)
 		}
@@ -160,8 +170,13 @@ func TestProxyPath(t *testing.T) {
 		t.Errorf("scraped %+v", snap.Ports)
 	}
 	agent.Spec.Containers[0].Ports[0].ContainerPort = 9201
-	if _, err := p.Scrape(t.Context(), "n1"); err == nil || !strings.Contains(err.Error(), "address not allowed") {
+	_, err = p.Scrape(t.Context(), "n1")
+	if err == nil || !strings.Contains(err.Error(), "address not allowed") {
 		t.Errorf("a refused proxy: %v; want the API server's reason", err)
+	}
+	agent.Spec.Containers[0].Ports[0].ContainerPort = 9202
+	if _, err := p.Scrape(t.Context(), "n1"); err == nil || !strings.Contains(err.Error(), "no endpoints available") {
+		t.Errorf("a plain-text refusal: %v; want its text", err)
 	}
 	agent.Spec.Containers[0].Ports[0].ContainerPort = 9200
 	body = "memifnet_deviceplugin_registered{resource=\"memifnet.io/socket\"} 1\n" // today's agent

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // The per-port metrics the node agent exports (issue 21 part 1), labelled namespace, pod, port
@@ -118,7 +119,7 @@ func (p Proxy) Scrape(ctx context.Context, node string) (Snapshot, error) {
 		if apierrors.IsForbidden(err) {
 			return Snapshot{}, fmt.Errorf("pods/proxy of %s/%s is forbidden: %w", p.Namespace, agent.Name, err)
 		}
-		return Snapshot{}, fmt.Errorf("reading %s/%s's metrics through the API server: %w%s", p.Namespace, agent.Name, err, causes(err))
+		return Snapshot{}, fmt.Errorf("reading %s/%s's metrics through the API server: %w%s", p.Namespace, agent.Name, err, reason(body, err))
 	}
 	at := time.Now()
 	samples, err := Parse(bytes.NewReader(body), IsPortMetric)
@@ -131,16 +132,23 @@ func (p Proxy) Scrape(ctx context.Context, node string) (Snapshot, error) {
 	return FromSamples(at, samples), nil
 }
 
-// causes is what the API server said beyond the status, e.g. the pod proxy's "address not
-// allowed" (it proxies only to global unicast pod IPs), which client-go keeps as a cause.
-func causes(err error) string {
+// reason is what the API server said beyond the status code, e.g. the pod proxy's "address
+// not allowed" (it proxies only to global unicast pod IPs). client-go keeps a plain-text answer
+// as a cause; a Status (JSON or protobuf, as the API server encodes it for this client) it does
+// not decode on a raw request, so the body is decoded here.
+func reason(body []byte, err error) string {
+	if obj, _, derr := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil); derr == nil {
+		if st, ok := obj.(*metav1.Status); ok && strings.TrimSpace(st.Message) != "" {
+			return ": " + strings.TrimSpace(st.Message)
+		}
+	}
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) || st.Status().Details == nil {
 		return ""
 	}
 	var msgs []string
 	for _, c := range st.Status().Details.Causes {
-		if m := strings.TrimSpace(c.Message); m != "" {
+		if m := strings.TrimSpace(c.Message); m != "" && m != "unknown" {
 			msgs = append(msgs, m)
 		}
 	}
