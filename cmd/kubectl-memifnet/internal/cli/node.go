@@ -7,9 +7,11 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/memifnet/memifnet/cmd/kubectl-memifnet/internal/nodeview"
 	"github.com/memifnet/memifnet/internal/names"
@@ -37,10 +39,26 @@ func runNode(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	rep := nodeview.Build(node, pods, slices, claims)
+	if evs, err := e.nodeEvents(ctx, node.Name); err != nil {
+		e.note("the node agent's Events (withheld pool units) not read: %v", err)
+	} else {
+		rep.AddAgentEvents(evs)
+	}
 	if e.output == "json" {
 		return writeJSON(e, rep)
 	}
 	return printNode(e, rep)
+}
+
+// nodeEvents is the Events about the Node, which the kubelet and the node agent record in
+// namespace default.
+func (e *env) nodeEvents(ctx context.Context, node string) ([]corev1.Event, error) {
+	sel := fields.Set{"involvedObject.kind": "Node", "involvedObject.name": node}
+	l, err := e.cs.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: sel.AsSelector().String()})
+	if err != nil {
+		return nil, fmt.Errorf("listing events of node %s: %w", node, err)
+	}
+	return l.Items, nil
 }
 
 func (e *env) slices(ctx context.Context) ([]resourceapi.ResourceSlice, error) {
@@ -84,6 +102,17 @@ func printNode(e *env, rep nodeview.Report) error {
 		t.row("NAMESPACE", "POD", "PHASE", "RESOURCES")
 		for _, p := range rep.Pods {
 			t.row(p.Namespace, p.Pod, p.Phase, resources(p.Resources))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if len(rep.Events) > 0 {
+		fmt.Fprintln(e.out, "\nAgent events:")
+		t := newTable(e.out)
+		t.row("  TYPE", "REASON", "MESSAGE")
+		for _, ev := range rep.Events[:min(len(rep.Events), 10)] {
+			t.row("  "+ev.Type, ev.Reason, ev.Message)
 		}
 		if err := t.flush(); err != nil {
 			return err

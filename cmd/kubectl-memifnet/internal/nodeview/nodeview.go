@@ -62,6 +62,8 @@ type Report struct {
 	// Unhealthy lists what is known to be unhealthy: device-plugin counts per resource (the API
 	// does not name the devices) and tainted DRA devices.
 	Unhealthy []string `json:"unhealthy"`
+	// Events is the node agent's Events on the Node (withheld and refilled pool units).
+	Events []corev1.Event `json:"events,omitempty"`
 }
 
 // PodRequest is what the scheduler counts of resource r for the pod: the larger of the sum over

@@ -102,3 +102,23 @@ func TestBuildDRA(t *testing.T) {
 		t.Errorf("unhealthy %q", rep.Unhealthy)
 	}
 }
+
+func TestAgentEvents(t *testing.T) {
+	ev := func(reason, msg string, at int64) corev1.Event {
+		return corev1.Event{Reason: reason, Message: msg, LastTimestamp: metav1.Unix(at, 0),
+			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "n1"}}
+	}
+	rep := Build(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, nil, nil, nil)
+	rep.AddAgentEvents([]corev1.Event{
+		ev(EventUnitWithheld, "unit hugepool-n0-001 withheld: no space left on device: the hugepages of /var/lib/memifnet/pools/hugepool/hugepool-n0-001 are still held by pid 4242 (app) mapping; the unit comes back once they are let go", 10),
+		ev(EventUnitWithheld, "unit drapool-n0-000 withheld: ...", 11),
+		ev(EventUnitRefilled, "unit drapool-n0-000 is back in service: its previous tenant let go of its old file", 12),
+		ev("NodeReady", "Node n1 status is now: NodeReady", 13),
+	})
+	if len(rep.Events) != 3 || rep.Events[0].Reason != EventUnitRefilled {
+		t.Errorf("events %+v", rep.Events)
+	}
+	if len(rep.Unhealthy) != 1 || !strings.HasPrefix(rep.Unhealthy[0], "unit hugepool-n0-001 withheld") {
+		t.Errorf("unhealthy %q: want only the unit still withheld", rep.Unhealthy)
+	}
+}
