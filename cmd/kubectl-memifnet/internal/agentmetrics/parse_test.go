@@ -26,7 +26,8 @@ memifnet_deviceplugin_allocations_total{resource="memifnet.io/socket"} 12
 # TYPE memifnet_port_up gauge
 memifnet_port_up{link="l1",namespace="ns",pod="rx",port="east"} 1
 memifnet_port_up{link="l1",namespace="ns",pod="tx",port="west"} 0
-memifnet_port_rx_packets_total{link="l1",namespace="ns",pod="rx",port="east"} 1.5e+06
+memifnet_port_rx_packets_total{link="l1",namespace="ns",pod="rx",port="east",queue="0"} 1e+06
+memifnet_port_rx_packets_total{link="l1",namespace="ns",pod="rx",port="east",queue="1"} 500000
 memifnet_port_tx_packets_total{link="l1",namespace="ns",pod="rx",port="east"} 0 1700000000000
 memifnet_port_rx_bytes_total{link="l1",namespace="ns",pod="rx",port="east"} 2.25e+09
 memifnet_port_drops_total{link="l1",namespace="ns",pod="rx",port="east"} 3
@@ -39,11 +40,11 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s) != 7 {
-		t.Fatalf("%d samples, want 7: %+v", len(s), s)
+	if len(s) != 8 {
+		t.Fatalf("%d samples, want 8: %+v", len(s), s)
 	}
-	if s[6].Labels["note"] != "q\"uo\\te\nnl" || s[6].Value != 1 {
-		t.Errorf("escaped label: %+v", s[6])
+	if s[7].Labels["note"] != "q\"uo\\te\nnl" || s[7].Value != 1 {
+		t.Errorf("escaped label: %+v", s[7])
 	}
 	snap := FromSamples(time.Unix(0, 0), s)
 	rx := snap.Ports[Key{"ns", "rx", "east"}]
@@ -54,7 +55,7 @@ func TestParse(t *testing.T) {
 		t.Errorf("tx: %+v, want known and down", tx)
 	}
 	all, err := Parse(strings.NewReader(exposition), func(string) bool { return true })
-	if err != nil || len(all) != 9 || !math.IsNaN(all[8].Value) {
+	if err != nil || len(all) != 10 || !math.IsNaN(all[9].Value) {
 		t.Fatalf("all metrics: %v, %+v", err, all)
 	}
 }

@@ -45,8 +45,8 @@ type Snapshot struct {
 	Ports map[Key]Counters
 }
 
-// FromSamples collects the per-port samples into ports; samples without the three key labels
-// are skipped.
+// FromSamples collects the per-port samples into ports, summing a counter over the labels
+// beyond namespace, pod and port (queue); samples without those three are skipped.
 func FromSamples(at time.Time, samples []Sample) Snapshot {
 	snap := Snapshot{At: at, Ports: map[Key]Counters{}}
 	for _, s := range samples {
@@ -58,19 +58,20 @@ func FromSamples(at time.Time, samples []Sample) Snapshot {
 		if l := s.Labels["link"]; l != "" {
 			c.Link = l
 		}
+		// Counters add up over the port's other labels: pkg/memif/memifprom counts per queue.
 		switch s.Name {
 		case MetricUp:
 			c.HasUp, c.Up = true, s.Value == 1
 		case MetricRxPackets:
-			c.RxPackets = s.Value
+			c.RxPackets += s.Value
 		case MetricTxPackets:
-			c.TxPackets = s.Value
+			c.TxPackets += s.Value
 		case MetricRxBytes:
-			c.RxBytes = s.Value
+			c.RxBytes += s.Value
 		case MetricTxBytes:
-			c.TxBytes = s.Value
+			c.TxBytes += s.Value
 		case MetricDrops:
-			c.Drops = s.Value
+			c.Drops += s.Value
 		}
 		snap.Ports[k] = c
 	}
