@@ -17,7 +17,7 @@ E2E_OUT         ?= hack/_out
 IMAGE           ?= localhost/memifnet/memifnet:dev
 PAUSE_IMAGE     ?= localhost/memifnet/pause:dev
 KUBELET_VERSION ?= v1.34.4
-E2E_BINS        := memif-cni memif-cni-podinfo memif-deviceplugin memif-perf memif-cni-install memif-webhook
+E2E_BINS        := memif-cni memif-cni-podinfo memif-deviceplugin memif-perf memif-cni-install memif-webhook kubectl-memifnet
 
 .PHONY: image kube kubelet cluster-up cluster-down e2e e2e-tier1 e2e-tier2 e2e-tier3 demo
 

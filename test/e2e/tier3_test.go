@@ -116,6 +116,7 @@ func TestTier3Cluster(t *testing.T) {
 		{"RBAC", x.rbac},
 		{"Examples", x.examples},
 		{"Unschedulable", x.unschedulable},
+		{"Kubectl", x.kubectlPlugin},
 		{"Day2", x.day2},
 		{"CDI", x.cdi},
 		{"DRA", x.dra},

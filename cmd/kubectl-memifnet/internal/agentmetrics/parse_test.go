@@ -1,0 +1,187 @@
+package agentmetrics
+
+import (
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+)
+
+// exposition is what an agent with per-port metrics serves, as client_golang writes it, with
+// other metrics around.
+const exposition = `# HELP memifnet_deviceplugin_allocations_total Allocate calls.
+# TYPE memifnet_deviceplugin_allocations_total counter
+memifnet_deviceplugin_allocations_total{resource="memifnet.io/socket"} 12
+# HELP memifnet_port_up Whether the port's memif link is connected.
+# TYPE memifnet_port_up gauge
+memifnet_port_up{link="l1",namespace="ns",pod="rx",port="east"} 1
+memifnet_port_up{link="l1",namespace="ns",pod="tx",port="west"} 0
+memifnet_port_rx_packets_total{link="l1",namespace="ns",pod="rx",port="east",queue="0"} 1e+06
+memifnet_port_rx_packets_total{link="l1",namespace="ns",pod="rx",port="east",queue="1"} 500000
+memifnet_port_tx_packets_total{link="l1",namespace="ns",pod="rx",port="east"} 0 1700000000000
+memifnet_port_rx_bytes_total{link="l1",namespace="ns",pod="rx",port="east"} 2.25e+09
+memifnet_port_drops_total{link="l1",namespace="ns",pod="rx",port="east"} 3
+memifnet_port_up{namespace="ns",pod="odd",port="a",note="q\"uo\\te\nnl",} 1
+go_gc_duration_seconds{quantile="0.5"} NaN
+`
+
+func TestParse(t *testing.T) {
+	s, err := Parse(strings.NewReader(exposition), IsPortMetric)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s) != 8 {
+		t.Fatalf("%d samples, want 8: %+v", len(s), s)
+	}
+	if s[7].Labels["note"] != "q\"uo\\te\nnl" || s[7].Value != 1 {
+		t.Errorf("escaped label: %+v", s[7])
+	}
+	snap := FromSamples(time.Unix(0, 0), s)
+	rx := snap.Ports[Key{"ns", "rx", "east"}]
+	if !rx.HasUp || !rx.Up || rx.RxPackets != 1.5e6 || rx.RxBytes != 2.25e9 || rx.Drops != 3 || rx.Link != "l1" {
+		t.Errorf("rx: %+v", rx)
+	}
+	if tx := snap.Ports[Key{"ns", "tx", "west"}]; !tx.HasUp || tx.Up {
+		t.Errorf("tx: %+v, want known and down", tx)
+	}
+	all, err := Parse(strings.NewReader(exposition), func(string) bool { return true })
+	if err != nil || len(all) != 10 || !math.IsNaN(all[9].Value) {
+		t.Fatalf("all metrics: %v, %+v", err, all)
+	}
+}
+
+func TestParseRefusesBadLines(t *testing.T) {
+	for _, line := range []string{
+		`memifnet_port_up{pod="a" 1`,
+		`memifnet_port_up{pod="a\x"} 1`,
+		`memifnet_port_up{pod="a",pod="b"} 1`,
+		`memifnet_port_up{pod=a} 1`,
+		`memifnet_port_up{pod="a"} one`,
+		`memifnet_port_up 1 2 3`,
+		`memifnet_port_up{pod="unterminated} 1`,
+		`{pod="a"} 1`,
+	} {
+		if _, err := Parse(strings.NewReader(line+"\n"), IsPortMetric); err == nil {
+			t.Errorf("%q parsed", line)
+		}
+	}
+	// A bad line of another metric is skipped unread: it is not ours to judge.
+	if _, err := Parse(strings.NewReader("other_metric{x=1} ?\n"), IsPortMetric); err != nil {
+		t.Errorf("another metric's line: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(exposition)
+	f.Add(`memifnet_port_up{a="\\\"\n"} +Inf`)
+	f.Fuzz(func(t *testing.T, s string) {
+		samples, err := Parse(strings.NewReader(s), func(string) bool { return true })
+		if err != nil {
+			return
+		}
+		for _, x := range samples {
+			if x.Name == "" || x.Labels == nil {
+				t.Fatalf("sample %+v", x)
+			}
+		}
+	})
+}
+
+func TestRate(t *testing.T) {
+	k := Key{"ns", "p", "east"}
+	a := Snapshot{At: time.Unix(10, 0), Ports: map[Key]Counters{k: {RxPackets: 100, TxPackets: 50, RxBytes: 1000}}}
+	b := Snapshot{At: time.Unix(12, 0), Ports: map[Key]Counters{k: {RxPackets: 300, TxPackets: 50, RxBytes: 5000}}}
+	r, ok := Rate(a, b, k)
+	if !ok || r.RxPPS != 100 || r.TxPPS != 0 || r.RxBPS != 2000 {
+		t.Errorf("rate %+v %v", r, ok)
+	}
+	if _, ok := Rate(b, a, k); ok {
+		t.Error("a counter going back (a reopened port) gave a rate")
+	}
+	if _, ok := Rate(a, b, Key{"ns", "p", "west"}); ok {
+		t.Error("a missing port gave a rate")
+	}
+}
+
+// TestProxyPath reads an agent's metrics the way the API server's pod proxy serves them. The
+// e2e cluster cannot show this path (its API server refuses to proxy to the node's loopback pod
+// IP, and the agent exports no per-port metrics yet), so an HTTP server plays the API server's
+// two endpoints, with real API objects: the list of agent pods and the proxied /metrics.
+func TestProxyPath(t *testing.T) {
+	agent := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "memifnet-node-x", Namespace: "memifnet-system"},
+		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "deviceplugin",
+			Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9200}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	var gotSelector, gotField string
+	body := exposition
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/v1/namespaces/memifnet-system/pods":
+			gotSelector, gotField = r.URL.Query().Get("labelSelector"), r.URL.Query().Get("fieldSelector")
+			w.Header().Set("Content-Type", "application/json")
+			enc := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{})
+			list := &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: []corev1.Pod{agent}}
+			if err := enc.Encode(list, w); err != nil {
+				t.Error(err)
+			}
+		case "/api/v1/namespaces/memifnet-system/pods/http:memifnet-node-x:9200/proxy/metrics":
+			_, _ = w.Write([]byte(body))
+		case "/api/v1/namespaces/memifnet-system/pods/http:memifnet-node-x:9201/proxy/metrics":
+			// What kube-apiserver answers for a pod IP it will not proxy to (a loopback one): a
+			// Status, in protobuf for a client that prefers it.
+			st := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+				Message: "address not allowed", Reason: metav1.StatusReasonBadRequest, Code: http.StatusBadRequest}
+			w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+			w.WriteHeader(http.StatusBadRequest)
+			if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(st, w); err != nil {
+				t.Error(err)
+			}
+		case "/api/v1/namespaces/memifnet-system/pods/http:memifnet-node-x:9202/proxy/metrics":
+			http.Error(w, "no endpoints available", http.StatusServiceUnavailable)
+		default:
+			http.Error(w, "not found: "+r.URL.Path, http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Proxy{Client: cs, Namespace: "memifnet-system", Selector: "app.kubernetes.io/name=memifnet-node"}
+	snap, err := p.Scrape(t.Context(), "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotSelector != p.Selector || gotField != "spec.nodeName=n1" {
+		t.Errorf("agent lookup: labelSelector %q fieldSelector %q", gotSelector, gotField)
+	}
+	if c := snap.Ports[Key{"ns", "rx", "east"}]; !c.Up || c.RxPackets != 1.5e6 {
+		t.Errorf("scraped %+v", snap.Ports)
+	}
+	agent.Spec.Containers[0].Ports[0].ContainerPort = 9201
+	_, err = p.Scrape(t.Context(), "n1")
+	if err == nil || !strings.Contains(err.Error(), "address not allowed") {
+		t.Errorf("a refused proxy: %v; want the API server's reason", err)
+	}
+	agent.Spec.Containers[0].Ports[0].ContainerPort = 9202
+	if _, err := p.Scrape(t.Context(), "n1"); err == nil || !strings.Contains(err.Error(), "no endpoints available") {
+		t.Errorf("a plain-text refusal: %v; want its text", err)
+	}
+	agent.Spec.Containers[0].Ports[0].ContainerPort = 9200
+	body = "memifnet_deviceplugin_registered{resource=\"memifnet.io/socket\"} 1\n" // today's agent
+	if _, err := p.Scrape(t.Context(), "n1"); err == nil || !strings.Contains(err.Error(), "exports no per-port metrics") {
+		t.Errorf("an agent without per-port metrics: %v", err)
+	}
+}

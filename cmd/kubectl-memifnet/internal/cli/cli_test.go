@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memifnet/memifnet/cmd/kubectl-memifnet/internal/agentmetrics"
+	"github.com/memifnet/memifnet/cmd/kubectl-memifnet/internal/linkview"
+)
+
+func link() linkview.Link {
+	return linkview.Link{Namespace: "ns", Name: "l", Backend: linkview.BackendDevicePlugin, Node: "n1", Status: linkview.StatusWired,
+		Ends: []linkview.End{{Pod: "rx", Port: "east", Role: "server", Wired: true}, {Pod: "tx", Port: "west", Wired: true}}}
+}
+
+func TestApplyMetrics(t *testing.T) {
+	rx, tx := agentmetrics.Key{Namespace: "ns", Pod: "rx", Port: "east"}, agentmetrics.Key{Namespace: "ns", Pod: "tx", Port: "west"}
+	a := agentmetrics.Snapshot{At: time.Unix(0, 0), Ports: map[agentmetrics.Key]agentmetrics.Counters{
+		rx: {HasUp: true, Up: true, RxPackets: 1000}, tx: {HasUp: true, Up: true, TxPackets: 1000}}}
+	b := agentmetrics.Snapshot{At: time.Unix(2, 0), Ports: map[agentmetrics.Key]agentmetrics.Counters{
+		rx: {HasUp: true, Up: true, RxPackets: 3001000, Drops: 2}, tx: {HasUp: true, Up: true, TxPackets: 3001000}}}
+	l := link()
+	ApplyMetrics(&l, a, &b)
+	if l.State != "up" || l.Ends[0].Stats == nil || *l.Ends[0].Stats.RxPPS != 1.5e6 || l.Ends[0].Stats.Drops != 2 {
+		t.Fatalf("%+v %+v", l, l.Ends[0].Stats)
+	}
+	// rx is end A: B->A (tx to rx) is what rx receives per second.
+	if got := pps(l.Ends[1], l.Ends[0]); got != "1.50M" {
+		t.Errorf("pps tx->rx %q", got)
+	}
+	if got := pps(l.Ends[0], l.Ends[1]); got != "0" {
+		t.Errorf("pps rx->tx %q", got)
+	}
+	down := a
+	down.Ports = map[agentmetrics.Key]agentmetrics.Counters{rx: {HasUp: true, Up: true}, tx: {HasUp: true}}
+	l = link()
+	ApplyMetrics(&l, down, nil)
+	if l.State != "down" {
+		t.Errorf("one end down: state %q", l.State)
+	}
+	l = link()
+	ApplyMetrics(&l, agentmetrics.Snapshot{Ports: map[agentmetrics.Key]agentmetrics.Counters{rx: {HasUp: true, Up: true}}}, nil)
+	if l.State != "" || l.StateUnknownReason == "" {
+		t.Errorf("one end unreported: state %q reason %q", l.State, l.StateUnknownReason)
+	}
+}
+
+func TestPrintLinks(t *testing.T) {
+	var out bytes.Buffer
+	e := &env{opts: opts{allNamespaces: true}, out: &out, errw: &out}
+	host := linkview.Link{Namespace: "ns", Host: true, Backend: linkview.BackendDRA, Claim: "c", Status: linkview.StatusPending,
+		Ends: []linkview.End{{Pod: "hp", Port: "vswitch", Role: "client"}, {Role: "server"}}}
+	if err := printLinks(e, []linkview.Link{link(), host}); err != nil {
+		t.Fatal(err)
+	}
+	want := `NAMESPACE   LINK          BACKEND         END-A        END-B     NODE   ROLES           STATUS    STATE   PPS-AB   PPS-BA   DROPS
+ns          l             device-plugin   rx/east      tx/west   n1     server/-        Wired     -       -        -        -
+ns          <host-port>   dra             hp/vswitch   host      -      client/server   Pending   -       -        -        -
+`
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+func TestMainRefusesBadUsage(t *testing.T) {
+	for _, args := range [][]string{{}, {"bogus"}, {"explain"}, {"links", "extra"}, {"links", "-o", "yaml"}} {
+		var out, errb bytes.Buffer
+		if code := Main(args, &out, &errb); code != 2 || out.Len() != 0 || errb.Len() == 0 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := Main([]string{"--help"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "kubectl memifnet explain POD") {
+		t.Errorf("--help: %d %q", code, errb.String())
+	}
+}
+
+// TestCleanHostileText: what a hostile pod can put in front of the operator (a symlink target in
+// memif-cni's refusal, an annotation) reaches the terminal escaped, never as a control sequence.
+func TestCleanHostileText(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text, ünïcode":                     "plain text, ünïcode",
+		"it is a symlink (to \"\x1b]0;pwned\a\")": `it is a symlink (to "\x1b]0;pwned\x07")`,
+		"tab\tnewline\n":                          `tab\x09newline\x0a`,
+		"rtl \u202egnp.exe":                       `rtl \u202egnp.exe`,
+		"bad utf8 \xff":                           `bad utf8 \ufffd`,
+		"c1 \u009b31m":                            `c1 \u009b31m`,
+	} {
+		if got := clean(in); got != want {
+			t.Errorf("clean(%q) = %q, want %q", in, got, want)
+		}
+	}
+	var out bytes.Buffer
+	e := &env{out: &out, errw: &out}
+	ev := "memif-cni: refused a planted file; refusing link: it is a symlink (to \"\x1b[2J\")"
+	e.note("%s", ev)
+	tb := newTable(&out)
+	tb.row("a\x1b[31m", "b")
+	_ = tb.flush()
+	if strings.ContainsRune(out.String(), 0x1b) {
+		t.Errorf("an escape reached the output: %q", out.String())
+	}
+}
