@@ -1,0 +1,339 @@
+// Command memif-testpmd is the entrypoint of the DPDK image (hack/dpdk-image.sh): it starts
+// dpdk-testpmd on every memif port of the pod from nothing but the ready config memifnet wrote
+// into the slots (/run/memifnet/*/dpdk.args and dpdk.app-args, docs/peers.md), and ends the pod
+// cleanly when the link's other end is done:
+//
+//	memif-testpmd [--dir /run/memifnet] [--mem 64] [--connect-timeout 2m] [-- testpmd args...]
+//
+// The testpmd arguments after "--" come last, so they override its defaults (io forwarding, the
+// ports' largest queue count, one port looped onto itself).
+//
+// testpmd's own exit status and end-of-run summary are not to be trusted with DPDK 22.11's
+// net_memif (its server may segfault when the client leaves; its counters reset at a
+// disconnect), so this program judges the run itself, from testpmd's log: it stops testpmd
+// (SIGINT) once the peer has left, and exits 0 if the link came up and testpmd forwarded
+// packets, whatever testpmd's status then (reported on the last line); 1 if testpmd died while
+// the peer was still there or forwarded nothing; 2 on a usage error; 3 if the link never came
+// up. SIGTERM (pod deletion) stops testpmd the same way.
+//
+// A DPDK client connects once, at port start, and never retries: for a client port, testpmd is
+// started only once something accepts connections on its socket. A server's stale socket file
+// (a restarted container) is removed first: DPDK will not bind over it.
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+	exitNoLink = 3
+)
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("memif-testpmd", flag.ContinueOnError)
+	dir := fs.String("dir", "/run/memifnet", "where the slots are (each port's dpdk.args, dpdk.app-args)")
+	mem := fs.Int("mem", 64, "MiB of memory for EAL --no-huge")
+	mbufs := fs.Int("mbufs", 8192, "testpmd --total-num-mbufs")
+	connectTO := fs.Duration("connect-timeout", 2*time.Minute, "how long to wait for a client port's server, and for the link")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	ports, err := readPorts(*dir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "memif-testpmd: %v\n", err)
+		return exitUsage
+	}
+	deadline := time.Now().Add(*connectTO)
+	for _, p := range ports {
+		if err := p.prepare(deadline); err != nil {
+			fmt.Fprintf(os.Stderr, "memif-testpmd: %v\n", err)
+			return exitNoLink
+		}
+	}
+	cpu, err := pinToFirstCPU()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "memif-testpmd: %v\n", err)
+		return exitFailed
+	}
+	cmd := command(ports, cpu, *mem, *mbufs, fs.Args())
+	fmt.Fprintf(os.Stderr, "memif-testpmd: %s\n", strings.Join(cmd, " "))
+	return supervise(cmd, *connectTO)
+}
+
+// port is one slot's ready config.
+type port struct {
+	slot   string
+	eal    []string // dpdk.args
+	app    []string // dpdk.app-args
+	role   string   // from the --vdev argument
+	socket string
+	queues int
+}
+
+// readPorts reads every slot's dpdk.args (sorted by slot: DPDK numbers the ports in --vdev
+// order) and dpdk.app-args.
+func readPorts(dir string) ([]port, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*", "dpdk.args"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no %s/*/dpdk.args: no Ethernet-mode memif port in this pod (%v)", dir, err)
+	}
+	var ports []port
+	for _, f := range files {
+		p := port{slot: filepath.Base(filepath.Dir(f)), queues: 1}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		p.eal = strings.Fields(string(b))
+		if b, err = os.ReadFile(filepath.Join(filepath.Dir(f), "dpdk.app-args")); err == nil {
+			p.app = strings.Fields(string(b))
+		}
+		for _, w := range p.eal {
+			vdev, ok := strings.CutPrefix(w, "--vdev=")
+			for kv := range strings.SplitSeq(vdev, ",") {
+				if k, v, _ := strings.Cut(kv, "="); ok && k == "role" {
+					p.role = v
+				} else if ok && k == "socket" {
+					p.socket = v
+				}
+			}
+		}
+		for _, w := range p.app {
+			if n, ok := strings.CutPrefix(w, "--rxq="); ok {
+				p.queues, _ = strconv.Atoi(n)
+			}
+		}
+		if p.role == "" || p.socket == "" {
+			return nil, fmt.Errorf("%s: no --vdev with role= and socket=", f)
+		}
+		ports = append(ports, p)
+	}
+	return ports, nil
+}
+
+// prepare readies p's socket for testpmd: a client waits until its server accepts, a server
+// removes a socket file nobody listens on.
+func (p port) prepare(deadline time.Time) error {
+	for {
+		err := probe(p.socket)
+		switch {
+		case p.role == "server" && errors.Is(err, unix.ECONNREFUSED):
+			return os.Remove(p.socket)
+		case p.role == "server" || err == nil:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("%s: nothing accepts connections on %s: %v", p.slot, p.socket, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a socket in another pod: nothing to wait on
+	}
+}
+
+// probe connects to a memif control socket and hangs up at once (a memif server drops a
+// client that leaves before its handshake). The listener may be in another pod's network
+// namespace, so /proc/net/unix cannot tell.
+func probe(path string) error {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Connect(fd, &unix.SockaddrUnix{Name: path})
+}
+
+// pinToFirstCPU confines this process, and so testpmd and its EAL threads, to the first CPU it
+// may use: testpmd needs a main and a forwarding lcore, both mapped onto that CPU.
+func pinToFirstCPU() (int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return 0, fmt.Errorf("sched_getaffinity: %w", err)
+	}
+	for cpu := range 1024 {
+		if set.IsSet(cpu) {
+			set.Zero()
+			set.Set(cpu)
+			return cpu, unix.SchedSetaffinity(0, &set)
+		}
+	}
+	return 0, errors.New("no CPU in the affinity mask")
+}
+
+// command is testpmd's command line.
+func command(ports []port, cpu, mem, mbufs int, extra []string) []string {
+	c := fmt.Sprint(cpu)
+	cmd := []string{"dpdk-testpmd", "--lcores", "(0,1)@" + c, "--no-huge", "-m", fmt.Sprint(mem),
+		"--no-pci", "--no-telemetry", "--file-prefix", "memif-testpmd",
+		// debug: "Disconnected, id:" (which 22.11 logs at debug level)
+		"--log-level", "pmd.net.memif:debug"}
+	queues := 1
+	for _, p := range ports {
+		cmd = append(cmd, p.eal...)
+		queues = max(queues, p.queues)
+	}
+	cmd = append(cmd, "--", fmt.Sprintf("--rxq=%d", queues), fmt.Sprintf("--txq=%d", queues),
+		// non-interactive, counters every second; no Rx flush at start (it would drop the
+		// first packets of a peer that sends as soon as the link is up)
+		"--auto-start", "--stats-period", "1", "--no-flush-rx", "--nb-cores=1",
+		"--total-num-mbufs="+fmt.Sprint(mbufs))
+	if len(ports) == 1 {
+		cmd = append(cmd, "--port-topology=loop")
+	}
+	return append(cmd, extra...)
+}
+
+// What testpmd's log says (DPDK 22.11, --log-level pmd.net.memif:debug).
+var (
+	connected = regexp.MustCompile(`memif_connect\(\): Connected`)
+	peerLeft  = regexp.MustCompile(`Disconnected, id:|Disconnect received|Invalid message size = 0`)
+	noPort    = regexp.MustCompile(`Fail to start port|No probed ethernet devices`)
+	// the periodic "NIC statistics" block (the end-of-run summary's TX-packets, next to
+	// TX-dropped, may be a wrapped counter)
+	forwarded = regexp.MustCompile(`TX-packets:\s*(\d+)\s+TX-errors:`)
+	stopGrace = 5 * time.Second
+)
+
+// run state, from the log
+type runState struct {
+	up, left bool
+	maxTx    uint64
+}
+
+// supervise runs testpmd, copies its output to stdout, stops it when the peer has left, the link
+// did not come up in time, or we are told to stop, and judges the run.
+func supervise(args []string, connectTO time.Duration) int {
+	cmd := exec.Command(args[0], args[1:]...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return exitFailed
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "memif-testpmd: %v\n", err)
+		return exitFailed
+	}
+	lines := make(chan string)
+	go func() {
+		copyLines(out, lines)
+		close(lines)
+	}()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	var st runState
+	why := "testpmd exited by itself"
+	stop := func(reason string) {
+		why = reason
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		time.AfterFunc(stopGrace, func() { _ = cmd.Process.Kill() })
+	}
+	timeout := time.After(connectTO)
+	for stopping := false; lines != nil; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				lines = nil
+				break
+			}
+			if st.see(l) && !stopping {
+				stopping = true
+				stop(st.reason())
+			}
+		case <-timeout:
+			if !st.up && !stopping {
+				stopping = true
+				stop("the link did not come up in " + connectTO.String())
+			}
+		case s := <-sigs:
+			if !stopping {
+				stopping = true
+				stop("stopped by " + s.String())
+			}
+		}
+	}
+	status := exitStatus(cmd.Wait())
+	return st.judge(why, status)
+}
+
+// see takes one line of testpmd's output and reports whether testpmd should now be stopped.
+func (st *runState) see(l string) bool {
+	if m := forwarded.FindStringSubmatch(l); m != nil {
+		n, _ := strconv.ParseUint(m[1], 10, 64)
+		st.maxTx = max(st.maxTx, n)
+	}
+	switch {
+	case !st.up && connected.MatchString(l):
+		st.up = true
+		fmt.Println("memif-testpmd: link up")
+	case st.up && !st.left && peerLeft.MatchString(l):
+		st.left = true
+		return true
+	case !st.up && noPort.MatchString(l):
+		return true
+	}
+	return false
+}
+
+func (st *runState) reason() string {
+	if st.left {
+		return "the peer left"
+	}
+	return "no port started"
+}
+
+// judge prints the last line and says the exit code.
+func (st *runState) judge(why string, status int) int {
+	code := exitOK
+	switch {
+	case !st.up:
+		code = exitNoLink
+	case !st.left && strings.HasPrefix(why, "testpmd exited"), st.maxTx == 0:
+		code = exitFailed
+	}
+	fmt.Printf("memif-testpmd: %s; link_up=%t peer_left=%t tx_pkts=%d testpmd_status=%d exit=%d\n",
+		why, st.up, st.left, st.maxTx, status, code)
+	return code
+}
+
+func copyLines(r io.Reader, lines chan<- string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		l := strings.TrimRight(sc.Text(), "\r")
+		fmt.Println(l)
+		lines <- l
+	}
+}
+
+// exitStatus is what a shell would show as $? (128+N for signal N: 139 is a segfault).
+func exitStatus(err error) int {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		if err != nil {
+			return -1
+		}
+		return 0
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ee.ExitCode()
+}
