@@ -54,7 +54,7 @@ func run(args []string) error {
 		return err
 	}
 	if *out == "" || *tag == "" || fs.NArg() == 0 && *root == "" {
-		return errors.New("usage: image -o OUT -t TAG [-entrypoint PATH] [-root DIR] SRC=DEST...")
+		return errors.New("usage: image -o OUT -t TAG [-entrypoint PATH] [-root DIR] [SRC=DEST ...]")
 	}
 	ref, err := name.NewTag(*tag, name.StrictValidation)
 	if err != nil {
