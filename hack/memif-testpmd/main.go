@@ -5,6 +5,11 @@
 //
 //	memif-testpmd [--dir /run/memifnet] [--mem 64] [--connect-timeout 2m] [-- testpmd args...]
 //
+// On the node, as a host port's data plane, --args names the host side's files instead
+// (state/host-ports/<slot>.dpdk.args; the <slot>.dpdk.app-args beside it are read too):
+//
+//	memif-testpmd --args /var/lib/memifnet/state/host-ports/slot-003.dpdk.args --file-prefix host-003
+//
 // The testpmd arguments after "--" come last, so they override its defaults (io forwarding, the
 // ports' largest queue count, one port looped onto itself).
 //
@@ -53,13 +58,19 @@ func main() { os.Exit(run(os.Args[1:])) }
 func run(args []string) int {
 	fs := flag.NewFlagSet("memif-testpmd", flag.ContinueOnError)
 	dir := fs.String("dir", "/run/memifnet", "where the slots are (each port's dpdk.args, dpdk.app-args)")
+	var files listFlag
+	fs.Var(&files, "args", "a dpdk.args file to use instead of the slots' (repeatable; its dpdk.app-args beside it)")
+	prefix := fs.String("file-prefix", "memif-testpmd", "EAL --file-prefix: unique per DPDK process on one host")
 	mem := fs.Int("mem", 64, "MiB of memory for EAL --no-huge")
 	mbufs := fs.Int("mbufs", 8192, "testpmd --total-num-mbufs")
 	connectTO := fs.Duration("connect-timeout", 2*time.Minute, "how long to wait for a client port's server, and for the link")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	ports, err := readPorts(*dir)
+	if len(files) == 0 {
+		files, _ = filepath.Glob(filepath.Join(*dir, "*", "dpdk.args"))
+	}
+	ports, err := readPorts(files)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "memif-testpmd: %v\n", err)
 		return exitUsage
@@ -76,14 +87,14 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "memif-testpmd: %v\n", err)
 		return exitFailed
 	}
-	cmd := command(ports, cpu, *mem, *mbufs, fs.Args())
+	cmd := command(ports, cpu, *mem, *mbufs, *prefix, fs.Args())
 	fmt.Fprintf(os.Stderr, "memif-testpmd: %s\n", strings.Join(cmd, " "))
 	return supervise(cmd, *connectTO)
 }
 
 // port is one slot's ready config.
 type port struct {
-	slot   string
+	file   string   // its dpdk.args, for messages
 	eal    []string // dpdk.args
 	app    []string // dpdk.app-args
 	role   string   // from the --vdev argument
@@ -91,22 +102,26 @@ type port struct {
 	queues int
 }
 
-// readPorts reads every slot's dpdk.args (sorted by slot: DPDK numbers the ports in --vdev
-// order) and dpdk.app-args.
-func readPorts(dir string) ([]port, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*", "dpdk.args"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no %s/*/dpdk.args: no Ethernet-mode memif port in this pod (%v)", dir, err)
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// readPorts reads each dpdk.args file (in order: DPDK numbers the ports in --vdev order; the
+// slots' glob is sorted by slot) and the dpdk.app-args beside it.
+func readPorts(files []string) ([]port, error) {
+	if len(files) == 0 {
+		return nil, errors.New("no dpdk.args: no Ethernet-mode memif port in this pod (see docs/peers.md)")
 	}
 	var ports []port
 	for _, f := range files {
-		p := port{slot: filepath.Base(filepath.Dir(f)), queues: 1}
+		p := port{file: f, queues: 1}
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return nil, err
 		}
 		p.eal = strings.Fields(string(b))
-		if b, err = os.ReadFile(filepath.Join(filepath.Dir(f), "dpdk.app-args")); err == nil {
+		if b, err = os.ReadFile(strings.TrimSuffix(f, "dpdk.args") + "dpdk.app-args"); err == nil {
 			p.app = strings.Fields(string(b))
 		}
 		for _, w := range p.eal {
@@ -143,7 +158,7 @@ func (p port) prepare(deadline time.Time) error {
 		case p.role == "server" || err == nil:
 			return nil
 		case time.Now().After(deadline):
-			return fmt.Errorf("%s: nothing accepts connections on %s: %v", p.slot, p.socket, err)
+			return fmt.Errorf("%s: nothing accepts connections on %s: %v", p.file, p.socket, err)
 		}
 		time.Sleep(100 * time.Millisecond) // polling a socket in another pod: nothing to wait on
 	}
@@ -179,10 +194,10 @@ func pinToFirstCPU() (int, error) {
 }
 
 // command is testpmd's command line.
-func command(ports []port, cpu, mem, mbufs int, extra []string) []string {
+func command(ports []port, cpu, mem, mbufs int, prefix string, extra []string) []string {
 	c := fmt.Sprint(cpu)
 	cmd := []string{"dpdk-testpmd", "--lcores", "(0,1)@" + c, "--no-huge", "-m", fmt.Sprint(mem),
-		"--no-pci", "--no-telemetry", "--file-prefix", "memif-testpmd",
+		"--no-pci", "--no-telemetry", "--file-prefix", prefix,
 		// debug: "Disconnected, id:" (which 22.11 logs at debug level)
 		"--log-level", "pmd.net.memif:debug"}
 	queues := 1

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The command line is the ready config's words, in the slots' order, with the largest queue
+// count, and the caller's testpmd arguments last (so they win).
+func TestCommandFromReadyConfig(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for slot, c := range map[string][2]string{
+		"slot-001": {"--vdev=net_memif10001,role=server,id=0,socket=/run/memifnet/slot-001/link/memif.sock,socket-abstract=no,rsize=10,bsize=2048,mac=02:5e:00:00:00:01\n", "--rxq=1 --txq=1\n"},
+		"slot-002": {"--vdev=net_memif10002,role=client,id=3,socket=/run/memifnet/slot-002/memif.sock,socket-abstract=no,rsize=10,bsize=2048,zero-copy=yes,mac=02:5e:00:00:00:02 --single-file-segments\n", "--rxq=2 --txq=2\n"},
+	} {
+		if err := os.MkdirAll(filepath.Join(dir, slot), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, content := range map[string]string{"dpdk.args": c[0], "dpdk.app-args": c[1]} {
+			if err := os.WriteFile(filepath.Join(dir, slot, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	files, _ = filepath.Glob(filepath.Join(dir, "*", "dpdk.args"))
+	ports, err := readPorts(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ports) != 2 || ports[0].role != "server" || ports[1].role != "client" ||
+		ports[1].socket != "/run/memifnet/slot-002/memif.sock" || ports[1].queues != 2 {
+		t.Fatalf("ports %+v", ports)
+	}
+	cmd := strings.Join(command(ports, 1, 64, 8192, "p", []string{"--forward-mode=macswap"}), " ")
+	want := "dpdk-testpmd --lcores (0,1)@1 --no-huge -m 64 --no-pci --no-telemetry --file-prefix p --log-level pmd.net.memif:debug " +
+		"--vdev=net_memif10001,role=server,id=0,socket=/run/memifnet/slot-001/link/memif.sock,socket-abstract=no,rsize=10,bsize=2048,mac=02:5e:00:00:00:01 " +
+		"--vdev=net_memif10002,role=client,id=3,socket=/run/memifnet/slot-002/memif.sock,socket-abstract=no,rsize=10,bsize=2048,zero-copy=yes,mac=02:5e:00:00:00:02 --single-file-segments " +
+		"-- --rxq=2 --txq=2 --auto-start --stats-period 1 --no-flush-rx --nb-cores=1 --total-num-mbufs=8192 --forward-mode=macswap"
+	if cmd != want {
+		t.Errorf("command\n %s\nwant\n %s", cmd, want)
+	}
+	if _, err := readPorts(nil); err == nil {
+		t.Error("no dpdk.args: no error")
+	}
+}
+
+// The run is judged from testpmd's log (lines as DPDK 22.11 prints them), not from its status.
+func TestJudge(t *testing.T) {
+	up := []string{
+		"memif_connect(): Connected.",
+		"  RX-packets: 1200       RX-missed: 0          RX-bytes:  1800000",
+		"  TX-packets: 1100       TX-errors: 0          TX-bytes:  1650000",
+	}
+	for _, c := range []struct {
+		name   string
+		lines  []string
+		why    string
+		status int
+		want   int
+		stopAt int // the line after which testpmd is to be stopped (-1: never)
+	}{
+		{"peer left, segfault after", append(slices.Clone(up), "memif_msg_receive_disconnect(): Disconnect received: interface closed",
+			"  TX-packets: 18446744073709551008  TX-dropped: 0  TX-total: 0"), "the peer left", 139, exitOK, 3},
+		{"died while the peer was there", up, "testpmd exited by itself", 139, exitFailed, -1},
+		{"stopped by SIGTERM", up, "stopped by terminated", 0, exitOK, -1},
+		{"nothing forwarded", up[:1], "stopped by terminated", 0, exitFailed, -1},
+		{"no port", []string{"testpmd: No probed ethernet devices"}, "no port started", 1, exitNoLink, 0},
+		{"never up", nil, "the link did not come up in 2m0s", 0, exitNoLink, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var st runState
+			stopAt := -1
+			for i, l := range c.lines {
+				if st.see(l) && stopAt < 0 {
+					stopAt = i
+				}
+			}
+			if stopAt != c.stopAt {
+				t.Errorf("stop after line %d, want %d", stopAt, c.stopAt)
+			}
+			if got := st.judge(c.why, c.status); got != c.want {
+				t.Errorf("exit %d, want %d (state %+v)", got, c.want, st)
+			}
+			if c.want == exitOK && st.maxTx != 1100 {
+				t.Errorf("tx_pkts %d, want 1100 (the periodic block's, not the summary's)", st.maxTx)
+			}
+		})
+	}
+}
