@@ -51,6 +51,7 @@ func (x *tier3) dpdk(ctx context.Context, t *testing.T) {
 func (x *tier3) dpdkLink(ctx context.Context, t *testing.T, manifest string) {
 	x.kubectlIn(ctx, t, manifest, "apply", "-f", "-")
 	defer x.dpdkDelete(ctx, t, manifest)
+	defer x.dpdkLogOnFailure(ctx, t, "memif-dpdk")
 	x.podSucceeded(ctx, t, "default", "memif-dpdk-peer", 3*time.Minute)
 	sum := x.verified(ctx, t, "default", "memif-dpdk-peer")
 	if sum["rx_pkts"] == 0 {
@@ -58,6 +59,14 @@ func (x *tier3) dpdkLink(ctx context.Context, t *testing.T, manifest string) {
 	}
 	x.podSucceeded(ctx, t, "default", "memif-dpdk", time.Minute)
 	x.testpmdRan(ctx, t, "memif-dpdk", linkSlot(t, "dpdk", "dpdk-link"))
+}
+
+// dpdkLogOnFailure shows the end of the DPDK pod's log (testpmd's counters, its forward
+// statistics) when the step failed.
+func (x *tier3) dpdkLogOnFailure(ctx context.Context, t *testing.T, pod string) {
+	if t.Failed() {
+		t.Logf("%s: kubectl logs (tail):\n%s", pod, tail(x.logs(ctx, "default", pod), 60))
+	}
 }
 
 // dpdkDelete deletes a step's pods and waits until their attachments are gone.
@@ -114,6 +123,7 @@ func (x *tier3) dpdkHostPod(ctx context.Context, t *testing.T, dpdkPod string) {
 	}
 	x.kubectlIn(ctx, t, manifest, "apply", "-f", "-")
 	defer x.dpdkDelete(ctx, t, manifest)
+	defer x.dpdkLogOnFailure(ctx, t, "memif-dpdk")
 	base := hostSideBase(ctx, t, "memif-dpdk")
 	script := `umask 0 && set -a && . "$0" && set +a && exec "$1" --role "$MEMIF_ROLE" --socket "$MEMIF_SOCKET" ` +
 		`--id "$MEMIF_ID" --secret "$MEMIF_SECRET" --queues "$MEMIF_QUEUES" --ring-size "$MEMIF_RING_SIZE" ` +
