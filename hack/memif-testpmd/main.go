@@ -11,7 +11,10 @@
 //	memif-testpmd --args /var/lib/memifnet/state/host-ports/slot-003.dpdk.args --file-prefix host-003
 //
 // The testpmd arguments after "--" come last, so they override its defaults (io forwarding, the
-// ports' largest queue count, one port looped onto itself).
+// ports' largest queue count, one port looped onto itself). The forwarding mode retries a burst
+// its Tx ring refuses for up to --tx-retry (testpmd's "set fwd <mode> retry", from a command
+// file): testpmd's default is to drop it, and an echo whose peer verifies every packet must not
+// lose one when the peer falls behind for a moment.
 //
 // testpmd's own exit status and end-of-run summary are not to be trusted with DPDK 22.11's
 // net_memif (its server may segfault when the client leaves; its counters reset at a
@@ -64,6 +67,7 @@ func run(args []string) int {
 	mem := fs.Int("mem", 64, "MiB of memory for EAL --no-huge")
 	mbufs := fs.Int("mbufs", 8192, "testpmd --total-num-mbufs")
 	connectTO := fs.Duration("connect-timeout", 2*time.Minute, "how long to wait for a client port's server, and for the link")
+	txRetry := fs.Duration("tx-retry", 5*time.Second, "how long testpmd retries a burst its Tx ring refuses before it drops it (0: drop at once, testpmd's default)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -88,8 +92,47 @@ func run(args []string) int {
 		return exitFailed
 	}
 	cmd := command(ports, cpu, *mem, *mbufs, *prefix, fs.Args())
+	if *txRetry > 0 {
+		f, err := retryCommands(forwardMode(fs.Args()), *txRetry)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "memif-testpmd: %v\n", err)
+			return exitFailed
+		}
+		defer os.Remove(f)
+		cmd = append(cmd, "--cmdline-file="+f)
+	}
 	fmt.Fprintf(os.Stderr, "memif-testpmd: %s\n", strings.Join(cmd, " "))
-	return supervise(cmd, *connectTO)
+	// a forwarding lcore may be retrying a burst when told to stop
+	return supervise(cmd, *connectTO, *txRetry+5*time.Second)
+}
+
+// retryStep is how long testpmd waits before each retry of a refused burst.
+const retryStep = 100 * time.Microsecond
+
+// retryCommands writes the testpmd commands that make mode retry a burst its Tx ring refuses
+// for up to d (testpmd runs the file before it starts forwarding). Without them testpmd drops
+// what a full ring refuses: a peer that falls behind for a moment loses packets, and an echo
+// that a verifying sender counts on must not.
+func retryCommands(mode string, d time.Duration) (string, error) {
+	f, err := os.CreateTemp("", "memif-testpmd-*.cmd")
+	if err != nil {
+		return "", fmt.Errorf("testpmd command file: %w", err)
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, "set fwd %s retry\nset burst tx delay %d retry %d\n",
+		mode, retryStep.Microseconds(), max(1, int64(d/retryStep)))
+	return f.Name(), err
+}
+
+// forwardMode is the last --forward-mode among testpmd's arguments (testpmd's default: io).
+func forwardMode(args []string) string {
+	mode := "io"
+	for _, a := range args {
+		if m, ok := strings.CutPrefix(a, "--forward-mode="); ok {
+			mode = m
+		}
+	}
+	return mode
 }
 
 // port is one slot's ready config.
@@ -224,7 +267,6 @@ var (
 	// the periodic "NIC statistics" block (the end-of-run summary's TX-packets, next to
 	// TX-dropped, may be a wrapped counter)
 	forwarded = regexp.MustCompile(`TX-packets:\s*(\d+)\s+TX-errors:`)
-	stopGrace = 5 * time.Second
 )
 
 // run state, from the log
@@ -235,7 +277,7 @@ type runState struct {
 
 // supervise runs testpmd, copies its output to stdout, stops it when the peer has left, the link
 // did not come up in time, or we are told to stop, and judges the run.
-func supervise(args []string, connectTO time.Duration) int {
+func supervise(args []string, connectTO, grace time.Duration) int {
 	cmd := exec.Command(args[0], args[1:]...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -258,7 +300,7 @@ func supervise(args []string, connectTO time.Duration) int {
 	stop := func(reason string) {
 		why = reason
 		_ = cmd.Process.Signal(syscall.SIGINT)
-		time.AfterFunc(stopGrace, func() { _ = cmd.Process.Kill() })
+		time.AfterFunc(grace, func() { _ = cmd.Process.Kill() })
 	}
 	timeout := time.After(connectTO)
 	for stopping := false; lines != nil; {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The command line is the ready config's words, in the slots' order, with the largest queue
@@ -89,5 +90,31 @@ func TestJudge(t *testing.T) {
 				t.Errorf("tx_pkts %d, want 1100 (the periodic block's, not the summary's)", st.maxTx)
 			}
 		})
+	}
+}
+
+// The retry commands name the forwarding mode testpmd will run (the last --forward-mode wins,
+// as in testpmd) and cover the whole retry time.
+func TestRetryCommands(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "io"},
+		{[]string{"--forward-mode=macswap"}, "macswap"},
+		{[]string{"--forward-mode=mac", "--txpkts=64", "--forward-mode=io"}, "io"},
+	} {
+		if got := forwardMode(c.args); got != c.want {
+			t.Errorf("forwardMode(%q) = %s, want %s", c.args, got, c.want)
+		}
+	}
+	t.Setenv("TMPDIR", t.TempDir())
+	f, err := retryCommands("macswap", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(f)
+	if want := "set fwd macswap retry\nset burst tx delay 100 retry 50000\n"; err != nil || string(b) != want {
+		t.Errorf("command file %q (%v), want %q", b, err, want)
 	}
 }
