@@ -52,13 +52,14 @@ func (x *tier3) dpdkLink(ctx context.Context, t *testing.T, manifest string) {
 	x.kubectlIn(ctx, t, manifest, "apply", "-f", "-")
 	defer x.dpdkDelete(ctx, t, manifest)
 	defer x.dpdkLogOnFailure(ctx, t, "memif-dpdk")
+	args := linkSlotArgs(ctx, t, "dpdk", "dpdk-link") // gone with the pod's sandbox (CNI DEL)
 	x.podSucceeded(ctx, t, "default", "memif-dpdk-peer", 3*time.Minute)
 	sum := x.verified(ctx, t, "default", "memif-dpdk-peer")
 	if sum["rx_pkts"] == 0 {
 		t.Fatalf("memif-dpdk-peer got nothing back from testpmd")
 	}
 	x.podSucceeded(ctx, t, "default", "memif-dpdk", time.Minute)
-	x.testpmdRan(ctx, t, "memif-dpdk", linkSlot(t, "dpdk", "dpdk-link"))
+	x.testpmdRan(ctx, t, "memif-dpdk", args)
 }
 
 // dpdkLogOnFailure shows the end of the DPDK pod's log (testpmd's counters, its forward
@@ -75,13 +76,12 @@ func (x *tier3) dpdkDelete(ctx context.Context, t *testing.T, manifest string) {
 	x.noLeftovers(ctx, t, "after deleting the DPDK step's pods")
 }
 
-// testpmdRan checks the DPDK pod's log: testpmd started from the ready config of its slot (the
-// slot's dpdk.args, on the node, word for word on the command line), the link came up, the pod
-// ended because the peer left, and testpmd forwarded packets.
-func (x *tier3) testpmdRan(ctx context.Context, t *testing.T, pod, slotDir string) {
+// testpmdRan checks the DPDK pod's log: testpmd started from the ready config of its slot (args:
+// the slot's dpdk.args as read on the node, word for word on the command line), the link came
+// up, the pod ended because the peer left, and testpmd forwarded packets.
+func (x *tier3) testpmdRan(ctx context.Context, t *testing.T, pod, args string) {
 	t.Helper()
 	log := x.logs(ctx, "default", pod)
-	args := readFile(t, filepath.Join(slotDir, "dpdk.args"))
 	var cmdline string
 	for l := range strings.Lines(log) {
 		if strings.HasPrefix(l, "memif-testpmd: dpdk-testpmd ") {
@@ -100,18 +100,27 @@ func (x *tier3) testpmdRan(ctx context.Context, t *testing.T, pod, slotDir strin
 	x.logf("dpdk: %s: %s", pod, last)
 }
 
-// linkSlot is the slot directory (on the node) whose port.json is the port name of link.
-func linkSlot(t *testing.T, name, link string) string {
+// linkSlotArgs waits for the dpdk.args of the slot (on the node) whose port.json is the port
+// name of link, and returns it.
+func linkSlotArgs(ctx context.Context, t *testing.T, name, link string) string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(t3StateDir, "sockets", "*", "port.json"))
-	for _, f := range files {
-		var spec portspec.PortSpec
-		if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &spec) == nil && spec.Name == name && spec.Link == link {
-			return filepath.Dir(f)
+	var args string
+	err := node.Poll(ctx, time.Minute, "the slot of port "+name+" of link "+link, func() (bool, error) {
+		files, _ := filepath.Glob(filepath.Join(t3StateDir, "sockets", "*", "port.json"))
+		for _, f := range files {
+			var spec portspec.PortSpec
+			if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &spec) == nil && spec.Name == name && spec.Link == link {
+				b, err := os.ReadFile(filepath.Join(filepath.Dir(f), "dpdk.args"))
+				args = string(b)
+				return err == nil, err
+			}
 		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no slot holds port %s of link %s", name, link)
-	return ""
+	return args
 }
 
 // dpdkHostPod: the DPDK pod on a host port (the pod is the client); the node's data plane is
@@ -125,6 +134,7 @@ func (x *tier3) dpdkHostPod(ctx context.Context, t *testing.T, dpdkPod string) {
 	defer x.dpdkDelete(ctx, t, manifest)
 	defer x.dpdkLogOnFailure(ctx, t, "memif-dpdk")
 	base := hostSideBase(ctx, t, "memif-dpdk")
+	args := readFile(t, filepath.Join(t3StateDir, "sockets", filepath.Base(base), "dpdk.args"))
 	script := `umask 0 && set -a && . "$0" && set +a && exec "$1" --role "$MEMIF_ROLE" --socket "$MEMIF_SOCKET" ` +
 		`--id "$MEMIF_ID" --secret "$MEMIF_SECRET" --queues "$MEMIF_QUEUES" --ring-size "$MEMIF_RING_SIZE" ` +
 		`--buffer-size "$MEMIF_BUFFER_SIZE" --mode txrx --verify --size 1500 --duration 10s --connect-timeout 2m`
@@ -136,7 +146,7 @@ func (x *tier3) dpdkHostPod(ctx context.Context, t *testing.T, dpdkPod string) {
 	}
 	x.logf("dpdk: node's memif-perf from %s.env: %s", filepath.Base(base), summaryLine(string(out)))
 	x.podSucceeded(ctx, t, "default", "memif-dpdk", time.Minute)
-	x.testpmdRan(ctx, t, "memif-dpdk", filepath.Join(t3StateDir, "sockets", filepath.Base(base)))
+	x.testpmdRan(ctx, t, "memif-dpdk", args)
 }
 
 // dpdkHostNode: a Go pod on a host port; the node's data plane is testpmd started from the host
@@ -147,6 +157,7 @@ func (x *tier3) dpdkHostNode(ctx context.Context, t *testing.T) {
 	x.kubectlIn(ctx, t, manifest, "apply", "-f", "-")
 	defer x.dpdkDelete(ctx, t, manifest)
 	base := hostSideBase(ctx, t, "memif-dpdk-host")
+	hostArgs := readFile(t, base+".dpdk.args") // gone at CNI DEL
 	prefix := "memif-e2e-t3-" + filepath.Base(base)
 	// EAL's runtime directory as root: /var/run/dpdk/<prefix>, and its parent if EAL made it
 	if _, err := os.Stat("/var/run/dpdk"); err != nil {
@@ -166,7 +177,7 @@ func (x *tier3) dpdkHostNode(ctx context.Context, t *testing.T) {
 	err := cmd.Wait() // memif-testpmd stops testpmd once the pod has left
 	last := lastLine(log.String())
 	if err != nil || sum["rx_pkts"] == 0 || !strings.Contains(last, "peer_left=true") ||
-		!strings.Contains(log.String(), " "+strings.TrimSpace(readFile(t, base+".dpdk.args"))+" ") {
+		!strings.Contains(log.String(), " "+strings.TrimSpace(hostArgs)+" ") {
 		t.Fatalf("node testpmd from %s.dpdk.args: %v; log tail:\n%s", base, err, tail(log.String(), 30))
 	}
 	x.logf("dpdk: node's testpmd from %s.dpdk.args: %s", filepath.Base(base), last)
