@@ -134,7 +134,7 @@ func (x *tier3) dpdkHostPod(ctx context.Context, t *testing.T, dpdkPod string) {
 	defer x.dpdkDelete(ctx, t, manifest)
 	defer x.dpdkLogOnFailure(ctx, t, "memif-dpdk")
 	base := hostSideBase(ctx, t, "memif-dpdk")
-	args := readFile(t, filepath.Join(t3StateDir, "sockets", filepath.Base(base), "dpdk.args"))
+	args := waitFile(ctx, t, filepath.Join(t3StateDir, "sockets", filepath.Base(base), "dpdk.args"))
 	script := `umask 0 && set -a && . "$0" && set +a && exec "$1" --role "$MEMIF_ROLE" --socket "$MEMIF_SOCKET" ` +
 		`--id "$MEMIF_ID" --secret "$MEMIF_SECRET" --queues "$MEMIF_QUEUES" --ring-size "$MEMIF_RING_SIZE" ` +
 		`--buffer-size "$MEMIF_BUFFER_SIZE" --mode txrx --verify --size 1500 --duration 10s --connect-timeout 2m`
@@ -157,7 +157,7 @@ func (x *tier3) dpdkHostNode(ctx context.Context, t *testing.T) {
 	x.kubectlIn(ctx, t, manifest, "apply", "-f", "-")
 	defer x.dpdkDelete(ctx, t, manifest)
 	base := hostSideBase(ctx, t, "memif-dpdk-host")
-	hostArgs := readFile(t, base+".dpdk.args") // gone at CNI DEL
+	hostArgs := waitFile(ctx, t, base+".dpdk.args") // gone at CNI DEL
 	prefix := "memif-e2e-t3-" + filepath.Base(base)
 	// EAL's runtime directory as root: /var/run/dpdk/<prefix>, and its parent if EAL made it
 	if _, err := os.Stat("/var/run/dpdk"); err != nil {
@@ -199,10 +199,16 @@ func hostSideBase(ctx context.Context, t *testing.T, pod string) string {
 	return ""
 }
 
-func readFile(t *testing.T, path string) string {
+// waitFile returns the content of path once it is there (memif-cni writes a port's files
+// during one ADD, in an order this test need not know).
+func waitFile(ctx context.Context, t *testing.T, path string) string {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
+	var b []byte
+	if err := node.Poll(ctx, time.Minute, path, func() (bool, error) {
+		var err error
+		b, err = os.ReadFile(path)
+		return err == nil, err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return string(b)
