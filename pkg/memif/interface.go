@@ -35,6 +35,13 @@ type Interface struct {
 	srv   *serverSocket // server: the shared listener
 
 	pool *Pool // zero-copy client: the buffer pool, joined from Open to Close
+
+	// Link counters (stats.go), under mu.
+	linkUps, linkDowns uint64
+	downReason         string
+	downErr            error
+
+	status *statusWriter // a port opened from port.json: its status file (status.go)
 }
 
 // LinkInfo describes the current connection.
@@ -240,7 +247,7 @@ func (i *Interface) attach(c *connection) error {
 		q.ringName = fmt.Sprintf("%s ring %d", rxName, k)
 		switch {
 		case q.zc != nil:
-			q.refillZC()
+			q.rearmZC(0) // nothing consumed yet: arm the whole ring
 		case client:
 			q.refill() // arm the whole ring at once, so the server can send before our first poll
 		}
@@ -253,6 +260,7 @@ func (i *Interface) attach(c *connection) error {
 	}
 	i.pending = nil
 	i.conn = c
+	i.linkUps++
 	i.lastErr, i.refusal = nil, nil
 	i.link = LinkInfo{
 		PeerName:   c.peerName,
@@ -328,6 +336,7 @@ func (i *Interface) detach(c *connection, reason error) {
 	}
 	i.conn = nil
 	i.lastErr = reason
+	i.recordDown(reason)
 	i.broadcast()
 	i.log.Info("memif link down", "reason", reason)
 }
@@ -349,6 +358,7 @@ func (i *Interface) Close() error {
 		return nil
 	}
 	i.closed = true
+	status := i.status
 	ctl := i.pending
 	if i.conn != nil {
 		ctl = i.conn.ctl
@@ -375,6 +385,9 @@ func (i *Interface) Close() error {
 	}
 	for _, q := range i.tx {
 		q.kicker.stop()
+	}
+	if status != nil {
+		status.close() // after the link is down: its last word is the final counters
 	}
 	return nil
 }
