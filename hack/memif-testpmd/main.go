@@ -193,18 +193,38 @@ func readPorts(files []string) ([]port, error) {
 // prepare readies p's socket for testpmd: a client waits until its server accepts, a server
 // removes a socket file nobody listens on.
 func (p port) prepare(deadline time.Time) error {
+	if p.role == "server" {
+		return removeStale(p.socket)
+	}
 	for {
 		err := probe(p.socket)
 		switch {
-		case p.role == "server" && errors.Is(err, unix.ECONNREFUSED):
-			return os.Remove(p.socket)
-		case p.role == "server" || err == nil:
+		case err == nil:
 			return nil
 		case time.Now().After(deadline):
 			return fmt.Errorf("%s: nothing accepts connections on %s: %v", p.file, p.socket, err)
 		}
 		time.Sleep(100 * time.Millisecond) // polling a socket in another pod: nothing to wait on
 	}
+}
+
+// removeStale removes a server's socket file that nobody listens on. It looks at the path
+// itself, never through a symlink: on the node, as a host port's data plane, the socket lies in
+// the pod's slot, where the pod may plant anything (a link to some other socket of the node).
+func removeStale(path string) error {
+	st, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case st.Mode()&os.ModeSocket == 0:
+		return fmt.Errorf("%s is not a socket (%v): not removing it", path, st.Mode().Type())
+	}
+	if err := probe(path); errors.Is(err, unix.ECONNREFUSED) {
+		return os.Remove(path)
+	}
+	return nil
 }
 
 // probe connects to a memif control socket and hangs up at once (a memif server drops a

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,5 +118,47 @@ func TestRetryCommands(t *testing.T) {
 	b, err := os.ReadFile(f)
 	if want := "set fwd macswap retry\nset burst tx delay 100 retry 50000\n"; err != nil || string(b) != want {
 		t.Errorf("command file %q (%v), want %q", b, err, want)
+	}
+}
+
+// A server removes a stale socket file, and nothing else: not a live socket, not a symlink a pod
+// planted where its socket goes (the symlink stays, and so does what it points to).
+func TestRemoveStale(t *testing.T) {
+	dir := t.TempDir()
+	stale, live, link := filepath.Join(dir, "stale.sock"), filepath.Join(dir, "live.sock"), filepath.Join(dir, "link.sock")
+	for _, p := range []string{stale, live} {
+		l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: p, Net: "unixpacket"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.SetUnlinkOnClose(false)
+		if p == stale {
+			l.Close()
+		} else {
+			defer l.Close()
+		}
+	}
+	if err := os.Symlink(live, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeStale(stale); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale socket still there: %v", err)
+	}
+	if err := removeStale(live); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeStale(link); err == nil || !strings.Contains(err.Error(), "not a socket") {
+		t.Errorf("symlink: %v, want a refusal", err)
+	}
+	for _, p := range []string{live, link} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s removed: %v", p, err)
+		}
+	}
+	if err := removeStale(filepath.Join(dir, "none.sock")); err != nil {
+		t.Errorf("no socket: %v", err)
 	}
 }
