@@ -63,8 +63,10 @@ func (s *Session) Run(ctx context.Context) int {
 		return code
 	}
 	link, _ := iface.Link()
-	fmt.Fprintf(s.Stderr, "memif-perf: link up: peer %q (%s), %d rx / %d tx queues, ring %d\n",
-		link.PeerName, link.PeerApp, link.RxQueues, link.TxQueues, link.RingSize)
+	// The regions say whether a Go client shares a zero-copy pool: 1 in copy mode (rings and
+	// buffers), 2 with its pool (region 1), on both ends.
+	fmt.Fprintf(s.Stderr, "memif-perf: link up: peer %q (%s), %d rx / %d tx queues, ring %d, %d region(s)\n",
+		link.PeerName, link.PeerApp, link.RxQueues, link.TxQueues, link.RingSize, link.Regions)
 
 	runCtx, stop := ctx, context.CancelFunc(func() {})
 	if s.Duration > 0 {
