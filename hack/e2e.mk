@@ -4,6 +4,8 @@
 #
 #   make image        build the image tarball $(E2E_OUT)/memifnet-image.tar (no container engine),
 #                     and the cluster's pause image $(E2E_OUT)/pause-image.tar
+#   make image-dpdk   the DPDK image $(E2E_OUT)/dpdk-image.tar from the node's Debian DPDK packages
+#                     (hack/dpdk-image.sh; only where dpdk-testpmd is installed, else a note)
 #   make kube         build (or reuse) the Kubernetes multi-call binary (kubelet, kube-apiserver,
 #                     kube-controller-manager, kube-scheduler, kubectl, etcd) outside the repo
 #   make kubelet      the same; prints the kubelet's path
@@ -16,10 +18,11 @@ GO              ?= go
 E2E_OUT         ?= hack/_out
 IMAGE           ?= localhost/memifnet/memifnet:dev
 PAUSE_IMAGE     ?= localhost/memifnet/pause:dev
+DPDK_IMAGE      ?= localhost/memifnet/dpdk:dev
 KUBELET_VERSION ?= v1.34.4
 E2E_BINS        := memif-cni memif-cni-podinfo memif-deviceplugin memif-perf memif-cni-install memif-webhook kubectl-memifnet
 
-.PHONY: image kube kubelet cluster-up cluster-down e2e e2e-tier1 e2e-tier2 e2e-tier3 demo
+.PHONY: image image-dpdk kube kubelet cluster-up cluster-down e2e e2e-tier1 e2e-tier2 e2e-tier3 demo
 
 image:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(E2E_OUT)/bin/ $(addprefix ./cmd/,$(E2E_BINS)) ./hack/pause
@@ -29,6 +32,12 @@ image:
 	$(GO) run ./hack/image -o $(E2E_OUT)/pause-image.tar -t $(PAUSE_IMAGE) -entrypoint /pause $(E2E_OUT)/bin/pause=/pause
 	@echo "$(E2E_OUT)/memifnet-image.tar: $(IMAGE); load it with: ctr -n k8s.io images import $(E2E_OUT)/memifnet-image.tar"
 	@echo "$(E2E_OUT)/pause-image.tar: $(PAUSE_IMAGE) (the cluster tier's sandbox image)"
+
+image-dpdk:
+	@if command -v dpdk-testpmd >/dev/null; then \
+		CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(E2E_OUT)/bin/ ./hack/memif-testpmd && \
+		GO=$(GO) hack/dpdk-image.sh $(E2E_OUT)/dpdk-image.tar $(DPDK_IMAGE) $(E2E_OUT)/bin/memif-testpmd; \
+	else echo "image-dpdk: no dpdk-testpmd here (apt-get install dpdk-dev): no DPDK image built"; fi
 
 kube:
 	@KUBE_VERSION=$(KUBELET_VERSION) hack/build-kube.sh

@@ -359,3 +359,26 @@ func TestZeroCopyHeaderOnlyModes(t *testing.T) {
 		})
 	}
 }
+
+// A server that refuses with "ID not found" may be one still starting (DPDK refuses clients
+// until its port has started): the client waits through it until the connect timeout, and links
+// once the interface is there.
+func TestWaitsThroughIDNotFound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-process run")
+	}
+	sock := sockName(t)
+	c := pairCase{size: 512, buf: 2048}
+	other := start(t, append(common(sock, c, time.Second), "--role", "server", "--id", "7", "--mode", "echo", "--connect-timeout", "1s")...)
+	waitListening(t, other, sock)
+	cli := start(t, append(common(sock, c, time.Second), "--role", "client", "--mode", "txrx", "--verify", "--connect-timeout", "20s")...)
+	if or := other.wait(t, 10*time.Second); or.code != 3 {
+		t.Fatalf("server of another id: exit %d, want 3 (link never up)", or.code)
+	}
+	srv := start(t, append(common(sock, c, 3*time.Second), "--role", "server", "--mode", "echo", "--verify")...)
+	cr, sr := cli.wait(t, 30*time.Second), srv.wait(t, 30*time.Second)
+	logBoth(t, "client", cr)
+	if cr.code != 0 || sr.code != 0 || cr.num(t, "rx_pkts") == 0 || !strings.Contains(cr.stderr, `"ID not found"`) {
+		t.Errorf("client refused, then served: exit %d (server %d), want 0 after saying it waited through the refusal", cr.code, sr.code)
+	}
+}

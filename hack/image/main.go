@@ -7,7 +7,9 @@
 //	    bin/memif-deviceplugin=/usr/local/bin/memif-deviceplugin bin/memif-cni=/usr/local/bin/memif-cni
 //
 // The image holds the files plus /tmp (1777), /etc/passwd and /etc/group with root and nonroot
-// (65532), like distroless/static, and nothing else: no shell, no libc.
+// (65532), like distroless/static, and nothing else: no shell, no libc. -root DIR adds a whole
+// tree as the image's / (directories, files with their permission bits, symlinks as they are):
+// hack/dpdk-image.sh stages dpdk-testpmd and its shared libraries that way.
 package main
 
 import (
@@ -47,11 +49,12 @@ func run(args []string) error {
 	entry := fs.String("entrypoint", "", "entrypoint (a path in the image)")
 	user := fs.String("user", "", "default user, e.g. 65532:65532 (empty: root)")
 	arch := fs.String("arch", "amd64", "image architecture")
+	root := fs.String("root", "", "a directory whose tree is added as the image's /")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *out == "" || *tag == "" || fs.NArg() == 0 {
-		return errors.New("usage: image -o OUT -t TAG [-entrypoint PATH] SRC=DEST")
+	if *out == "" || *tag == "" || fs.NArg() == 0 && *root == "" {
+		return errors.New("usage: image -o OUT -t TAG [-entrypoint PATH] [-root DIR] [SRC=DEST ...]")
 	}
 	ref, err := name.NewTag(*tag, name.StrictValidation)
 	if err != nil {
@@ -65,7 +68,7 @@ func run(args []string) error {
 		}
 		files[path.Clean(dest)] = src
 	}
-	layer, err := buildLayer(files)
+	layer, err := buildLayer(files, *root)
 	if err != nil {
 		return err
 	}
@@ -108,9 +111,9 @@ func run(args []string) error {
 	return safefs.WriteFile(dst, buf.Bytes(), 0o644, safefs.WriteOptions{})
 }
 
-// buildLayer makes the one layer: parent directories, the files (mode 0755), /tmp and the
-// passwd/group files.
-func buildLayer(files map[string]string) ([]byte, error) {
+// buildLayer makes the one layer: parent directories, the tree under root (if any), the files
+// (mode 0755), /tmp and the passwd/group files.
+func buildLayer(files map[string]string, root string) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	epoch := time.Unix(0, 0)
@@ -150,6 +153,11 @@ func buildLayer(files map[string]string) ([]byte, error) {
 	if err := add("/etc/group", 0o644, []byte("root:x:0:\nnonroot:x:65532:\n")); err != nil {
 		return nil, err
 	}
+	if root != "" {
+		if err := addTree(tw, root, addDir); err != nil {
+			return nil, err
+		}
+	}
 	dests := make([]string, 0, len(files))
 	for d := range files {
 		dests = append(dests, d)
@@ -168,4 +176,47 @@ func buildLayer(files map[string]string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// addTree adds everything under root at the same place under /, in lexical order: directories
+// (through addDir, so each once), regular files with their permission bits, symlinks as links.
+func addTree(tw *tar.Writer, root string, addDir func(string, int64) error) error {
+	epoch := time.Unix(0, 0)
+	return filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		dest := "/" + filepath.ToSlash(rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		h := &tar.Header{Name: strings.TrimPrefix(dest, "/"), Mode: int64(info.Mode().Perm()), ModTime: epoch, Format: tar.FormatPAX}
+		switch {
+		case d.IsDir():
+			return addDir(dest, int64(info.Mode().Perm()))
+		case d.Type()&os.ModeSymlink != 0:
+			if h.Linkname, err = os.Readlink(p); err != nil {
+				return err
+			}
+			h.Typeflag, h.Mode = tar.TypeSymlink, 0o777
+			return tw.WriteHeader(h)
+		case d.Type().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(data))
+			if err := tw.WriteHeader(h); err != nil {
+				return err
+			}
+			_, err = tw.Write(data)
+			return err
+		}
+		return fmt.Errorf("%s: neither a directory, a regular file nor a symlink", p)
+	})
 }

@@ -91,3 +91,80 @@ func TestImageUsage(t *testing.T) {
 		}
 	}
 }
+
+// -root adds a tree as it is: directories, files with their permission bits, symlinks as links
+// (how hack/dpdk-image.sh stages a dynamically linked program and its libraries).
+func TestImageRoot(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	for _, d := range []string{"usr/lib/x86_64-linux-gnu", "usr/bin"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for f, mode := range map[string]os.FileMode{"usr/bin/prog": 0o755, "usr/lib/x86_64-linux-gnu/libx.so.23.0": 0o644} {
+		if err := os.WriteFile(filepath.Join(root, f), []byte(f), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("libx.so.23.0", filepath.Join(root, "usr/lib/x86_64-linux-gnu/libx.so.23")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("usr/lib", filepath.Join(root, "lib")); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "img.tar")
+	if err := run([]string{"-o", out, "-t", "localhost/memifnet/test:2", "-root", root}); err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.NewTag("localhost/memifnet/test:2")
+	img, err := tarball.ImageFromPath(out, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers: %d, %v", len(layers), err)
+	}
+	r, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	type entry struct {
+		typ  byte
+		mode int64
+		link string
+	}
+	want := map[string]entry{
+		"usr/bin/prog":                          {tar.TypeReg, 0o755, ""},
+		"usr/lib/x86_64-linux-gnu/libx.so.23.0": {tar.TypeReg, 0o644, ""},
+		"usr/lib/x86_64-linux-gnu/libx.so.23":   {tar.TypeSymlink, 0o777, "libx.so.23.0"},
+		"lib":                                   {tar.TypeSymlink, 0o777, "usr/lib"},
+		"usr/lib/":                              {tar.TypeDir, 0o755, ""},
+		"etc/passwd":                            {tar.TypeReg, 0o644, ""},
+	}
+	seen := map[string]int{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[h.Name]++; seen[h.Name] > 1 {
+			t.Errorf("%s twice in the layer", h.Name)
+		}
+		if w, ok := want[h.Name]; ok {
+			if got := (entry{h.Typeflag, h.Mode, h.Linkname}); got != w {
+				t.Errorf("%s: %+v, want %+v", h.Name, got, w)
+			}
+			delete(want, h.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("missing from the layer: %v", want)
+	}
+}

@@ -115,6 +115,7 @@ func TestTier3Cluster(t *testing.T) {
 		{"Install", x.install},
 		{"RBAC", x.rbac},
 		{"Examples", x.examples},
+		{"DPDK", x.dpdk},
 		{"Unschedulable", x.unschedulable},
 		{"Kubectl", x.kubectlPlugin},
 		{"Day2", x.day2},

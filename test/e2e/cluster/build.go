@@ -17,6 +17,7 @@ import (
 const (
 	ImageTarball = "hack/_out/memifnet-image.tar"
 	PauseTarball = "hack/_out/pause-image.tar"
+	DPDKTarball  = "hack/_out/dpdk-image.tar" // `make image-dpdk`, where DPDK is installed
 )
 
 // Build builds what a cluster runs, or reuses what is built: the Kubernetes multi-call binary
@@ -59,6 +60,15 @@ func Build(ctx context.Context, repo string, progress io.Writer) (Inputs, error)
 	}
 	in.Image = filepath.Join(repo, ImageTarball)
 	in.PauseImage = filepath.Join(repo, PauseTarball)
+	cmd = exec.CommandContext(ctx, "make", "--no-print-directory", "image-dpdk")
+	cmd.Dir = repo
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Run(); err != nil {
+		return in, fmt.Errorf("make image-dpdk: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(repo, DPDKTarball)); err == nil {
+		in.DPDKImage = filepath.Join(repo, DPDKTarball)
+	}
 	return in, nil
 }
 

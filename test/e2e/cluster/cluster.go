@@ -73,6 +73,7 @@ type Inputs struct {
 	MultusDir     string `json:"multusDir"`     // hack/build-tools.sh multus
 	Image         string `json:"image"`         // `make image` tarball
 	PauseImage    string `json:"pauseImage"`    // `make image`'s pause image tarball: the sandbox image
+	DPDKImage     string `json:"dpdkImage"`     // `make image-dpdk`'s tarball, if built (imported as tagged)
 }
 
 // State is <base>/state.json.

@@ -47,6 +47,12 @@ func (c *Cluster) importImages(ctx context.Context) error {
 		}
 	}
 	c.Logf("images: %s (pause), %s from %s as %s", pause, src, c.In.Image, strings.Join(names, ", "))
+	if c.In.DPDKImage != "" {
+		if err := c.ctr(ctx, "images", "import", c.In.DPDKImage); err != nil {
+			return err
+		}
+		c.Logf("images: %s (DPDK)", c.In.DPDKImage)
+	}
 	return nil
 }
 

@@ -48,7 +48,7 @@ func (s *Session) Run(ctx context.Context) int {
 	}
 
 	waitCtx, cancel := context.WithTimeout(ctx, s.ConnectTimeout)
-	err = iface.WaitUp(waitCtx)
+	err = s.waitUp(waitCtx, iface)
 	cancel()
 	if err != nil {
 		code := ExitNoLink
@@ -102,6 +102,33 @@ func (s *Session) Run(ctx context.Context) int {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// notYet is the refusal of a server whose socket is there before the interface is: DPDK binds
+// its listener at probe but refuses clients until port start, VPP creates the socket before the
+// interface. The client is retrying anyway; the wait goes on until the connect timeout.
+const notYet = "ID not found"
+
+// waitUp waits for the link, through refusals that say the server is still starting.
+func (s *Session) waitUp(ctx context.Context, iface *memif.Interface) error {
+	told := false
+	for {
+		changed := iface.Changed()
+		err := iface.WaitUp(ctx)
+		var pe *memif.PeerError
+		if !errors.As(err, &pe) || pe.Reason != notYet {
+			return err
+		}
+		if !told {
+			fmt.Fprintf(s.Stderr, "memif-perf: the server says %q: waiting for it to create the interface\n", pe.Reason)
+			told = true
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-changed: // the next attempt's outcome
+		}
+	}
 }
 
 // progress prints one stats line per second until done is closed.
