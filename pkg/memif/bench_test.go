@@ -2,9 +2,9 @@ package memif_test
 
 import (
 	"fmt"
-	"strings"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/memifnet/memifnet/pkg/alloc"
