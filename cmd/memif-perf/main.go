@@ -105,7 +105,7 @@ func defineFlags(fs *flag.FlagSet) *flags {
 		cpuProfile: fs.String("cpuprofile", "", "write a pprof CPU profile of the whole run to this file"),
 		rxMode:     fs.String("rx-mode", "poll", "how receivers wait: poll (spin), interrupt (sleep on the ring eventfd after each empty poll) or adaptive (sleep after --spins empty polls)"),
 		spins:      fs.Int("spins", 1000, "adaptive mode: empty polls before sleeping"),
-		win:        fs.Int("window", 0, "txrx: packets in flight per queue (0: half the ring against an echo, the ring through forwarders; negative: no bound)"),
+		win:        fs.Int("window", 0, "txrx: packets in flight per queue (0: half the receiving ring; negative: no bound)"),
 		zeroCopy:   fs.Bool("zero-copy", false, "client: announce a buffer pool and point descriptors at it (no copy on the peer's side of the region); fwd between two zero-copy clients: one pool, no copy at all"),
 	}
 	for k, sfx := range []string{"", "2"} {

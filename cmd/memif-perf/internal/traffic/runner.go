@@ -94,19 +94,16 @@ func checkPorts(mode Mode, n int) error {
 	return nil
 }
 
-// window is how many packets a txrx queue keeps in flight (Config.Window). By default, against
-// an echoing peer, half the ring, so that a peer whose transmit ring is no larger than ours never
-// has to drop; through forwarders (two ports), the receiving ring: whatever a forwarder holds, the
-// last ring before us can take it all.
+// window is how many packets a txrx queue keeps in flight (Config.Window): by default half the
+// receiving ring, so that an echoing peer whose transmit ring is no larger than ours, or a
+// forwarder in front of it, never finds the ring full: testpmd's io forwarding drops what it
+// cannot send, and the client re-arms its receive ring in batches (up to 31 slots unarmed).
 func window(cfg Config, ports []*memif.Interface) int {
 	if cfg.Window != 0 {
 		return cfg.Window
 	}
 	ic := ports[len(ports)-1].Config()
 	segs := (cfg.Size + ic.BufferSize - 1) / ic.BufferSize
-	if len(ports) == 2 {
-		return max(1, ic.RingSize/segs)
-	}
 	return max(1, ic.RingSize/segs/2)
 }
 

@@ -39,7 +39,7 @@ type Config struct {
 	Queues int
 	// Window bounds the packets a txrx queue keeps in flight, so that an echoing peer or a
 	// forwarder never has to drop (testpmd io drops what it cannot send). Default (0): half the
-	// ring against an echo, the receiving ring through forwarders (two ports); negative: no bound.
+	// receiving ring; negative: no bound.
 	Window int
 	// MaxFrame is the receive buffer capacity (the largest frame accepted). Default: Size, at
 	// least 2048.

@@ -25,11 +25,13 @@ type worker struct {
 	txSeq   uint64   // next sequence number to stamp
 	idle    int      // consecutive empty polls
 
-	// Zero-copy client without --verify: frames are built in pool buffers and received as views.
-	zc      bool
-	zbufs   []memif.Buffer // receive views, and send buffers
-	zpend   []memif.Buffer // allocated and stamped, not yet taken by the ring
-	zheader []byte         // the Ethernet header written into each fresh send buffer
+	// Zero-copy client without --verify: frames are built in pool buffers (zcSend) and received
+	// as views (zcRecv).
+	zcSend, zcRecv bool
+	zbufs          []memif.Buffer // send buffers
+	zviews         []memif.Buffer // receive views
+	zpend          []memif.Buffer // allocated and stamped, not yet taken by the ring
+	zheader        []byte         // the Ethernet header written into each fresh send buffer
 }
 
 func (r *Runner) loop(q int) {
@@ -63,12 +65,16 @@ func (r *Runner) loop(q int) {
 		verify.EthHeader(w.txPkts[k], cfg.Dst, cfg.Src)
 	}
 	w.txOff = len(w.txPkts)
-	ic := r.ports[0].Config()
-	if ic.ZeroCopy && !cfg.Verify && cfg.Size <= ic.BufferSize && cfg.Mode != ModePing {
-		w.zc = true
-		w.zbufs = make([]memif.Buffer, cfg.Burst)
-		w.zheader = w.txPkts[0][:verify.EthHeaderLen]
+	tc, rc := r.ports[0].Config(), r.ports[len(r.ports)-1].Config()
+	if tc.ZeroCopy && !cfg.Verify && cfg.Size <= tc.BufferSize && cfg.Mode != ModePing {
+		w.zcSend = true
 	}
+	// Receiving views: in rx mode, and as the sink of a chain generator.
+	if rc.ZeroCopy && !cfg.Verify && (cfg.Mode == ModeRx || cfg.Mode == ModeTxRx && len(r.ports) == 2) {
+		w.zcRecv = true
+	}
+	w.zbufs, w.zviews = make([]memif.Buffer, cfg.Burst), make([]memif.Buffer, cfg.Burst)
+	w.zheader = w.txPkts[0][:verify.EthHeaderLen]
 	switch cfg.Mode {
 	case ModeTx:
 		w.runTx()
@@ -120,7 +126,7 @@ func (w *worker) sleep() {
 // send offers up to limit pending frames to the ring, stamping a new batch when the last one is
 // gone. It returns how many the ring took.
 func (w *worker) send(limit int) int {
-	if w.zc {
+	if w.zcSend {
 		return w.sendZC(limit)
 	}
 	if w.txOff == len(w.txPkts) {
@@ -165,15 +171,15 @@ func (w *worker) sendZC(limit int) int {
 
 // receiveZC is receive for a zero-copy client: views of shared memory, counted and released.
 func (w *worker) receiveZC() int {
-	n := w.rxq.RxBurstZC(w.zbufs)
+	n := w.rxq.RxBurstZC(w.zviews)
 	if n == 0 {
 		return 0
 	}
 	bytes := 0
-	for _, b := range w.zbufs[:n] {
+	for _, b := range w.zviews[:n] {
 		bytes += len(b.Data)
 	}
-	w.rxq.Release(w.zbufs[:n])
+	w.rxq.Release(w.zviews[:n])
 	w.ctr.RxPkts.Add(uint64(n))
 	w.ctr.RxBytes.Add(uint64(bytes))
 	return n
@@ -181,7 +187,7 @@ func (w *worker) receiveZC() int {
 
 // receive polls the rx queue once and verifies what came in (with --verify).
 func (w *worker) receive() int {
-	if w.zc && w.r.cfg.Mode == ModeRx {
+	if w.zcRecv {
 		return w.receiveZC()
 	}
 	n := w.rxq.RxBurst(w.rxBufs)
