@@ -100,6 +100,9 @@ func (s *Session) open() (ports []*memif.Interface, closeAll func(), err error) 
 		for k := range cfgs {
 			cfgs[k].Pool = pool // nil: each keeps its own memory
 		}
+		if pool != nil {
+			fmt.Fprintf(s.Stderr, "memif-perf: both ports are zero-copy clients of one buffer pool: forwarding copies nothing\n")
+		}
 	}
 	closeAll = func() {
 		for _, p := range ports {
