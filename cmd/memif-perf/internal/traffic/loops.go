@@ -41,7 +41,7 @@ func (w *worker) runTxRx() {
 		}
 		if inFlight < window {
 			stalledSince = time.Time{}
-			if w.send(int(window-inFlight)) > 0 || got > 0 {
+			if w.send(int(min(window-inFlight, uint64(w.r.cfg.Burst)))) > 0 || got > 0 {
 				continue
 			}
 		} else if got == 0 {
