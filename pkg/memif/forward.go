@@ -61,6 +61,12 @@ func (q *RxQueue) forward(tx *TxQueue, max int, drop bool) (int, int) {
 	if max <= 0 || !q.acquire() {
 		return 0, 0
 	}
+	// An empty ring is the common poll (a forwarder polls both directions): answer it without
+	// taking the other queue. Only where reading the ring cannot fault; else the trap below.
+	if q.trap == nil && q.available() == 0 {
+		q.release()
+		return 0, 0
+	}
 	if !tx.acquire() {
 		q.release()
 		return 0, 0
