@@ -1,11 +1,16 @@
 package memif_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/memifnet/memifnet/pkg/memif"
 	"github.com/memifnet/memifnet/pkg/memif/memiftest"
+	"github.com/memifnet/memifnet/pkg/socket"
 )
 
 // fwdSide is how the forwarder's interface on one side is opened: as a copy-mode client, a
@@ -219,6 +224,77 @@ func TestForwardNoAllocs(t *testing.T) {
 			}
 			if moved != 501*32 {
 				t.Errorf("forwarded %d packets in 501 bursts of 32", moved)
+			}
+		})
+	}
+}
+
+// TestForwardSurvivesRegionCut: a hostile client cuts its region short under a forwarding server.
+// Forward in either direction faults inside that region: the process survives, the hostile link
+// goes down with a FaultError, and the other interface, whose queue Forward held too, goes on
+// working.
+func TestForwardSurvivesRegionCut(t *testing.T) {
+	for _, fromHostile := range []bool{true, false} {
+		t.Run(fmt.Sprintf("from-hostile=%v", fromHostile), func(t *testing.T) {
+			addr := memiftest.UniqueSocket()
+			srv := open(t, memif.Config{Role: memif.RoleServer, Socket: addr, ID: 7})
+			p := dialRaw(t, addr)
+			p.init(7)
+			p.makeUnsealedMemory()
+			p.send(socket.AddRegion{Index: 0, Size: uint64(len(p.region.Mem))}, p.region.Fd)
+			p.expect(socket.TypeAck)
+			for dir := range 2 {
+				p.send(p.ringMsg(dir), p.efds[dir])
+				p.expect(socket.TypeAck)
+			}
+			p.send(socket.Connect{Name: "raw"}, -1)
+			p.expect(socket.TypeConnected)
+			if err := waitUp(t, srv); err != nil {
+				t.Fatal(err)
+			}
+			other := openSide(t, sideServer, 64, 2048, nil)
+			p.sendRaw(0, []byte("before the cut"))
+			if !fromHostile {
+				other.peer.TxQueue(0).TxBurst([][]byte{[]byte("towards the cut")})
+			}
+			if err := unix.Ftruncate(p.region.Fd, 0); err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			if fromHostile {
+				n = srv.RxQueue(0).Forward(other.fwd.TxQueue(0), 32)
+			} else {
+				n = other.fwd.RxQueue(0).Forward(srv.TxQueue(0), 32)
+			}
+			if n != 0 {
+				t.Fatalf("Forward over a cut region = %d", n)
+			}
+			p.expectRefusal("the peer cut the region short")
+			p.region.Mem = nil
+			p.close()
+			var fe *memif.FaultError
+			for deadline := time.Now().Add(5 * time.Second); !errors.As(srv.Err(), &fe); {
+				if time.Now().After(deadline) {
+					t.Fatalf("server Err = %v, want a FaultError", srv.Err())
+				}
+				time.Sleep(time.Millisecond) // polling Err: the disconnect runs on the control goroutine
+			}
+			// The other interface's queues were released: they still work.
+			if k := other.fwd.TxQueue(0).TxBurst([][]byte{[]byte("after")}); k != 1 {
+				t.Fatalf("other interface: TxBurst = %d after the fault", k)
+			}
+			got := make([][]byte, 4)
+			for i := range got {
+				got[i] = make([]byte, 0, 2048)
+			}
+			k := other.peer.RxQueue(0).RxBurst(got)
+			if k == 0 || string(got[k-1]) != "after" {
+				t.Fatalf("other interface's peer got %d packets, last %q", k, got[max(k-1, 0)])
+			}
+			if !fromHostile {
+				if k := other.fwd.RxQueue(0).RxBurst(got); k != 1 || string(got[0]) != "towards the cut" {
+					t.Fatalf("the packet Forward could not deliver: %d %q", k, got[0])
+				}
 			}
 		})
 	}
