@@ -102,18 +102,21 @@ func TestGoForwarderVerified(t *testing.T) {
 }
 
 // TestChainOfTwoGoForwarders: generator -> forwarder 1 -> forwarder 2 -> generator, with every
-// role on some link: the generator is client on its first port and server on its second.
+// role on some link: the generator is client on its first port and server on its second. The
+// generator starts last, so that it sends only into a chain whose links are all coming up (it
+// writes a window off after a second without replies, and a window sent into a chain still
+// connecting could be written off early on a loaded machine).
 func TestChainOfTwoGoForwarders(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cross-process run")
 	}
 	c := pairCase{1500, 2048}
 	a, m, b := sockName(t), sockName(t), sockName(t)
-	f1 := start(t, append(fwdArgs(c, 5*time.Second), "--mode", "fwd", "--role", "server", "--socket", a, "--role2", "server", "--socket2", m)...)
-	gen := start(t, append(fwdArgs(c, 2*time.Second), "--mode", "txrx", "--verify", "--role", "client", "--socket", a, "--role2", "server", "--socket2", b)...)
+	f1 := start(t, append(fwdArgs(c, 6*time.Second), "--mode", "fwd", "--role", "server", "--socket", a, "--role2", "server", "--socket2", m)...)
+	waitListening(t, f1, a)
 	waitListening(t, f1, m)
-	waitListening(t, gen, b)
-	f2 := start(t, append(fwdArgs(c, 4*time.Second), "--mode", "fwd", "--role", "client", "--socket", m, "--role2", "client", "--socket2", b)...)
+	f2 := start(t, append(fwdArgs(c, 5*time.Second), "--mode", "fwd", "--role", "client", "--socket", m, "--role2", "client", "--socket2", b)...)
+	gen := start(t, append(fwdArgs(c, 2*time.Second), "--mode", "txrx", "--verify", "--role", "client", "--socket", a, "--role2", "server", "--socket2", b)...)
 	gr := gen.wait(t, 30*time.Second)
 	checkChain(t, gr, f1.wait(t, 30*time.Second), f2.wait(t, 30*time.Second))
 }

@@ -50,6 +50,7 @@ func (w *worker) runTxRx() {
 				stalledSince = now
 			} else if now.Sub(stalledSince) > stallTimeout {
 				writtenOff += inFlight
+				w.ctr.WrittenOff.Add(inFlight)
 				stalledSince = time.Time{}
 			}
 		} else {

@@ -136,6 +136,7 @@ func (r *Runner) Totals() Totals {
 		t.Corrupt += c.Corrupt.Load()
 		t.Lost += c.Lost.Load()
 		t.Late += c.Late.Load()
+		t.WrittenOff += c.WrittenOff.Load()
 	}
 	for _, p := range r.ports {
 		ic := p.Config()

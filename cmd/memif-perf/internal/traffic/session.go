@@ -73,6 +73,9 @@ func (s *Session) Run(ctx context.Context) int {
 	if s.Traffic.Verify || s.Traffic.Mode == ModePing {
 		fmt.Fprintf(s.Stderr, "memif-perf: corrupt=%d lost=%d late=%d\n", t.Corrupt, t.Lost, t.Late)
 	}
+	if t.WrittenOff > 0 {
+		fmt.Fprintf(s.Stderr, "memif-perf: %d packets in flight written off: no reply within %v\n", t.WrittenOff, stallTimeout)
+	}
 	s.summary(t, elapsed, runner.RTT())
 
 	switch {

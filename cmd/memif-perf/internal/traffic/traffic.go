@@ -76,6 +76,7 @@ func ParseRxMode(s string) (RxMode, error) {
 type Counters struct {
 	RxPkts, RxBytes, TxPkts, TxBytes atomic.Uint64
 	Corrupt, Lost, Late              atomic.Uint64 // verification failures
+	WrittenOff                       atomic.Uint64 // txrx: in flight too long without a reply
 	_                                [64]byte      // keep queues' counters on separate cache lines
 }
 
@@ -83,6 +84,7 @@ type Counters struct {
 type Totals struct {
 	RxPkts, RxBytes, TxPkts, TxBytes uint64
 	Corrupt, Lost, Late              uint64
+	WrittenOff                       uint64 // txrx: packets given up on after a stalled window
 	Drops                            uint64 // the library's per-queue drop counters, both directions
 }
 
