@@ -44,7 +44,8 @@ type fwdScratch struct {
 // q and tx may belong to different interfaces of any role and mode; both have to be up for
 // anything to move. The caller must own both queues (call their data-path methods from one
 // goroutine), and with a shared pool q and tx must have the same index (queue pair k of every
-// interface of a pool draws on share k). Forward never allocates after its first call.
+// interface of a pool draws on share k). Forward allocates its scratch space at its first call
+// (and at its first chained packet on the copying path), and never after.
 func (q *RxQueue) Forward(tx *TxQueue, max int) int {
 	n, _ := q.forward(tx, max, false)
 	return n
