@@ -1,7 +1,8 @@
 // Package ports parses the memifnet.io/ports pod annotation into validated port requests. Every
 // problem is reported with the port and field it concerns, before the caller touches anything.
 // It is the one parser of the annotation: memif-cni uses it at ADD, and an admission webhook or
-// DRA driver can refuse the same bad annotations with the same messages.
+// DRA driver can refuse the same bad annotations with the same messages. It also turns a request
+// into its port.json (Port.Spec, with the port's stable MAC), for memif-cni and the DRA driver.
 package ports
 
 import (

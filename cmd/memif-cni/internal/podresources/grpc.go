@@ -1,7 +1,6 @@
 package podresources
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -9,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/net/http2/hpack"
@@ -111,10 +108,7 @@ func exchange(conn io.ReadWriter, method string, req []byte) ([]byte, error) {
 	if err := writeRequest(conn, method, req); err != nil {
 		return nil, fmt.Errorf("send request: %w", err)
 	}
-	r := &responseReader{conn: conn, in: bufio.NewReaderSize(conn, maxFrame+9)}
-	r.dec = hpack.NewDecoder(4096, r.onField)
-	r.dec.SetMaxStringLength(maxFrame)
-	return r.read()
+	return newResponseReader(conn).read()
 }
 
 func writeRequest(w io.Writer, method string, req []byte) error {
@@ -149,208 +143,4 @@ func appendFrame(b []byte, typ, flags byte, streamID uint32, payload ...byte) []
 	b = append(b, byte(n>>16), byte(n>>8), byte(n), typ, flags)
 	b = binary.BigEndian.AppendUint32(b, streamID)
 	return append(b, payload...)
-}
-
-// responseReader collects the response of the one stream.
-type responseReader struct {
-	conn io.Writer
-	in   *bufio.Reader
-	dec  *hpack.Decoder
-
-	blocks  int               // header blocks decoded: 1 = response headers, 2 = trailers
-	status  string            // :status
-	grpc    map[string]string // grpc-status and grpc-message, from either block
-	body    []byte
-	fieldEr error
-}
-
-func (r *responseReader) onField(f hpack.HeaderField) {
-	switch {
-	case f.Name == ":status" && r.blocks == 0:
-		r.status = f.Value
-	case f.Name == "content-type" && r.blocks == 0:
-		if !strings.HasPrefix(f.Value, "application/grpc") {
-			r.fieldEr = fmt.Errorf("response content-type %q is not gRPC", f.Value)
-		}
-	case f.Name == "grpc-status" || f.Name == "grpc-message":
-		r.grpc[f.Name] = f.Value
-	}
-}
-
-func (r *responseReader) read() ([]byte, error) {
-	r.grpc = map[string]string{}
-	var hdr [9]byte
-	var block []byte // header block fragments until END_HEADERS
-	inBlock, blockEndsStream := false, false
-	for {
-		if _, err := io.ReadFull(r.in, hdr[:]); err != nil {
-			return nil, fmt.Errorf("read frame: %w", err)
-		}
-		n := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
-		typ, flags, sid := hdr[3], hdr[4], binary.BigEndian.Uint32(hdr[5:])&0x7fffffff
-		if n > maxFrame {
-			return nil, fmt.Errorf("frame of %d bytes exceeds the %d-byte limit", n, maxFrame)
-		}
-		payload := make([]byte, n)
-		if _, err := io.ReadFull(r.in, payload); err != nil {
-			return nil, fmt.Errorf("read frame payload: %w", err)
-		}
-		if inBlock && typ != frameContinuation {
-			return nil, errors.New("header block interrupted by another frame")
-		}
-		switch typ {
-		case frameSettings:
-			if sid != 0 || n%6 != 0 || flags&flagAck != 0 && n != 0 {
-				return nil, errors.New("malformed SETTINGS frame")
-			}
-			if flags&flagAck == 0 {
-				if _, err := r.conn.Write(appendFrame(nil, frameSettings, flagAck, 0)); err != nil {
-					return nil, err
-				}
-			}
-		case framePing:
-			if sid != 0 || n != 8 {
-				return nil, errors.New("malformed PING frame")
-			}
-			if flags&flagAck == 0 {
-				if _, err := r.conn.Write(appendFrame(nil, framePing, flagAck, 0, payload...)); err != nil {
-					return nil, err
-				}
-			}
-		case frameWindowUpdate:
-			// Our request is already sent whole; nothing waits for window.
-		case frameGoAway:
-			if n < 8 {
-				return nil, errors.New("malformed GOAWAY frame")
-			}
-			if binary.BigEndian.Uint32(payload)&0x7fffffff < stream {
-				return nil, fmt.Errorf("server refused the call: GOAWAY code %d %q", binary.BigEndian.Uint32(payload[4:]), payload[8:])
-			}
-		case frameRSTStream:
-			if n != 4 {
-				return nil, errors.New("malformed RST_STREAM frame")
-			}
-			return nil, fmt.Errorf("server reset the call: code %d", binary.BigEndian.Uint32(payload))
-		case framePushPromise:
-			return nil, errors.New("server push, which we disabled")
-		case frameData:
-			if sid != stream {
-				return nil, fmt.Errorf("DATA on stream %d", sid)
-			}
-			if r.blocks != 1 {
-				return nil, errors.New("DATA before the response headers or after the trailers")
-			}
-			data, err := unpad(payload, flags)
-			if err != nil {
-				return nil, err
-			}
-			if len(r.body)+len(data) > maxMessage+5 {
-				return nil, fmt.Errorf("response exceeds the %d-byte limit", maxMessage)
-			}
-			r.body = append(r.body, data...)
-			if flags&flagEndStream != 0 {
-				return nil, errors.New("response ended without trailers (no grpc-status)")
-			}
-		case frameHeaders, frameContinuation:
-			if sid != stream {
-				return nil, fmt.Errorf("header frame on stream %d", sid)
-			}
-			if typ == frameHeaders {
-				if inBlock {
-					return nil, errors.New("HEADERS inside a header block")
-				}
-				frag, err := unpad(payload, flags)
-				if err != nil {
-					return nil, err
-				}
-				if flags&flagPriority != 0 {
-					if len(frag) < 5 {
-						return nil, errors.New("malformed HEADERS priority")
-					}
-					frag = frag[5:]
-				}
-				block, inBlock, blockEndsStream = frag, true, flags&flagEndStream != 0
-			} else {
-				if !inBlock {
-					return nil, errors.New("CONTINUATION outside a header block")
-				}
-				block = append(block, payload...)
-			}
-			if len(block) > 64<<10 {
-				return nil, errors.New("header block too large")
-			}
-			if flags&flagEndHeaders == 0 {
-				continue
-			}
-			inBlock = false
-			if _, err := r.dec.Write(block); err != nil {
-				return nil, fmt.Errorf("decode headers: %w", err)
-			}
-			if err := r.dec.Close(); err != nil {
-				return nil, fmt.Errorf("decode headers: %w", err)
-			}
-			if r.fieldEr != nil {
-				return nil, r.fieldEr
-			}
-			r.blocks++
-			if r.blocks == 1 && r.status != "200" {
-				return nil, fmt.Errorf("HTTP status %q", r.status)
-			}
-			if blockEndsStream {
-				return r.finish()
-			}
-			if r.blocks > 1 {
-				return nil, errors.New("trailers without END_STREAM")
-			}
-		}
-	}
-}
-
-// finish interprets the complete response.
-func (r *responseReader) finish() ([]byte, error) {
-	code, ok := r.grpc["grpc-status"]
-	if !ok {
-		return nil, errors.New("response has no grpc-status")
-	}
-	if code != "0" {
-		return nil, statusFrom(code, r.grpc["grpc-message"])
-	}
-	return oneMessage(r.body)
-}
-
-// unpad strips the padding of a DATA or HEADERS frame.
-func unpad(p []byte, flags byte) ([]byte, error) {
-	if flags&flagPadded == 0 {
-		return p, nil
-	}
-	if len(p) == 0 || int(p[0]) >= len(p) {
-		return nil, errors.New("bad padding")
-	}
-	return p[1 : len(p)-int(p[0])], nil
-}
-
-// oneMessage returns the single length-prefixed message of a unary response body.
-func oneMessage(body []byte) ([]byte, error) {
-	if len(body) < 5 {
-		return nil, fmt.Errorf("response body of %d bytes has no message", len(body))
-	}
-	if body[0] != 0 {
-		return nil, fmt.Errorf("compressed message (flag %d) but no compression was offered", body[0])
-	}
-	n := binary.BigEndian.Uint32(body[1:5])
-	if uint64(n) != uint64(len(body)-5) {
-		return nil, fmt.Errorf("message length %d does not match the %d bytes received", n, len(body)-5)
-	}
-	return body[5:], nil
-}
-
-func statusFrom(code, message string) error {
-	c, err := strconv.Atoi(code)
-	if err != nil {
-		c = 2 // Unknown
-	}
-	if m, err := url.PathUnescape(message); err == nil {
-		message = m
-	}
-	return &statusError{code: c, message: message}
 }

@@ -1,10 +1,13 @@
 // Package podresources asks the kubelet which memifnet.io/socket slots a pod holds.
 //
-// It speaks the kubelet's PodResources gRPC API (k8s.io/kubelet podresources/v1) with net/http's
-// unencrypted HTTP/2 and a hand-written decoder for the few messages it needs, instead of grpc-go
-// and the generated types: those two add about 20 ms to the start of every plugin process (package
-// init and binary size), which is most of the ADD latency budget. The tests run this client against
-// a grpc-go server built from the real generated types.
+// It speaks the kubelet's PodResources gRPC API (k8s.io/kubelet podresources/v1) over a minimal
+// HTTP/2 client of its own (grpc.go, response.go: prior knowledge on the Unix socket, one stream
+// per connection, hpack from golang.org/x/net) and a hand-written decoder for the few messages it
+// needs (wire.go), instead of grpc-go and the generated types: those two add about 20 ms to the
+// start of every plugin process (package init and binary size), which is most of the ADD latency
+// budget. Not net/http's HTTP/2 either: its client cost ADD another 2-3 ms of start-up (docs/cni.md,
+// "Tests and measurements"). The tests run this client against a grpc-go server built from the real
+// generated types, and against scripted HTTP/2 servers written with x/net/http2's framer.
 package podresources
 
 import (

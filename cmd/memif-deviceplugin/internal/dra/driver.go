@@ -10,12 +10,10 @@ package dra
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -29,7 +27,6 @@ import (
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/ports"
 	"github.com/memifnet/memifnet/internal/slotwire"
-	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
 // Device kinds (the "type" attribute of a device in its ResourceSlice).
@@ -389,14 +386,8 @@ func (d *Driver) wireSlot(plan Claim, dev Device, p ports.Port, secret string) e
 		return err
 	}
 	defer slot.Close()
-	spec := portspec.PortSpec{
-		Version: portspec.Version, Name: p.Name, Mode: p.Mode, ID: p.ID, Queues: p.Queues, Role: p.Role,
-		RingSize: p.RingSize, BufferSize: p.BufferSize, ZeroCopy: p.ZeroCopy, Link: p.Link, Peer: p.Peer,
-		Socket: dev.Port.Socket, Secret: secret,
-	}
-	if p.Mode == portspec.ModeEthernet {
-		spec.MAC = stableMAC(plan.Namespace, plan.Name, p.Name).String()
-	}
+	spec := p.Spec(ports.ClaimOwner(plan.Namespace, plan.Name))
+	spec.Socket, spec.Secret = dev.Port.Socket, secret
 	if plan.LinkDir != "" {
 		if err := slotwire.BindLink(slot, d.links, plan.Namespace, plan.LinkDir, plan.LinkMount); err != nil {
 			return err
@@ -498,13 +489,4 @@ func randomSecret() string {
 	b := make([]byte, 11)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// stableMAC derives a locally administered unicast MAC from the claim and the port (as
-// memif-cni derives one from the pod and the port).
-func stableMAC(ns, claim, port string) net.HardwareAddr {
-	sum := sha256.Sum256([]byte("dra/" + ns + "/" + claim + "/" + port))
-	mac := net.HardwareAddr(sum[:6])
-	mac[0] = mac[0]&^0x01 | 0x02
-	return mac
 }
