@@ -170,12 +170,12 @@ func (q *RxQueue) forwardCopy(tx *TxQueue, max int, drop bool) (int, int) {
 
 // peek records views of up to max packets from the cursor on, without consuming them, and
 // returns how many and the ring position after them. Bad descriptors are counted and skipped. A
-// chain is gathered into the scratch buffer, and only as the first packet of a call.
+// chain is gathered into the scratch buffer, which holds one: a second chain ends the call.
 func (q *RxQueue) peek(s *fwdScratch, max int) (int, uint16) {
 	r := &q.ring
 	cur := q.cursor
 	stop := cur + q.available()
-	m := 0
+	m, gathered := 0, false
 	for m < max && cur != stop {
 		d := r.At(cur)
 		// Read each field once: the peer may rewrite shared memory at any time.
@@ -193,8 +193,8 @@ func (q *RxQueue) peek(s *fwdScratch, max int) (int, uint16) {
 			cur++
 			continue
 		}
-		if m > 0 {
-			break // the chain goes first in the next call, which has the scratch buffer for it
+		if gathered {
+			break // the scratch buffer is taken: this chain goes in the next call
 		}
 		if s.chain == nil {
 			s.chain = make([]byte, 0, fwdChainMax)
@@ -204,13 +204,11 @@ func (q *RxQueue) peek(s *fwdScratch, max int) (int, uint16) {
 			break // the rest of the chain is not there yet
 		}
 		if ok {
-			s.views[0], s.starts[0] = s.chain, cur
-			m = 1
+			s.views[m], s.starts[m] = s.chain, cur
+			m++
+			gathered = true
 		}
 		cur += used
-		if ok {
-			break
-		}
 	}
 	return m, cur
 }
