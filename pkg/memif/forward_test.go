@@ -299,3 +299,76 @@ func TestForwardSurvivesRegionCut(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedPoolReconnectWhileForwarding: interface A of a shared pool disconnects and reconnects
+// over and over while another goroutine forwards on interface B of the same pool. A's control
+// goroutine must not touch the share's free list, which B's goroutine owns (run with -race; a
+// double return panics in the free list). Traffic on B goes on, payloads intact, and once all is
+// quiet the pool is whole.
+func TestSharedPoolReconnectWhileForwarding(t *testing.T) {
+	const ringSize = 64
+	pool, err := memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * ringSize, BufferSize: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := pool.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	cfg := memif.Config{ZeroCopy: true, RingSize: ringSize, Pool: pool}
+	addrA := memiftest.UniqueSocket()
+	srvA := open(t, memif.Config{Role: memif.RoleServer, Socket: addrA})
+	cliA := open(t, memif.Config{Role: memif.RoleClient, Socket: addrA, ZeroCopy: true, RingSize: ringSize, Pool: pool, ReconnectInterval: 10 * time.Millisecond})
+	srvB, cliB := memiftest.Pair(t, memif.Config{}, cfg)
+	if err := waitUp(t, cliA); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { // owns queue pair 0 of both A and B: B's traffic loops through B's own rings
+		pkts, got := [][]byte{make([]byte, 200)}, [][]byte{make([]byte, 0, 2048)}
+		seq := uint32(0)
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			fill(pkts[0], seq)
+			if srvB.TxQueue(0).TxBurst(pkts) != 1 {
+				continue
+			}
+			for cliB.RxQueue(0).Forward(cliB.TxQueue(0), 32) == 0 {
+			}
+			for srvB.RxQueue(0).RxBurst(got) == 0 {
+			}
+			if err := check(got[0], seq, 200); err != nil {
+				done <- err
+				return
+			}
+			seq++
+			cliA.RxQueue(0).Forward(cliB.TxQueue(0), 32) // A's queue pair is this goroutine's too
+		}
+	}()
+	for range 10 {
+		srvA.Close()
+		for cliA.Up() {
+			<-cliA.Changed()
+		}
+		srvA = open(t, memif.Config{Role: memif.RoleServer, Socket: addrA})
+		if err := waitUp(t, cliA); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Quiet now: A's ring armed, B's rings armed and drained; the rest of the pool is free.
+	cliB.TxQueue(0).TxBurstZC(nil)
+	if free, want := pool.BuffersFree(0), 5*ringSize-2*ringSize; free != want {
+		t.Errorf("%d buffers free, want %d (two receive rings armed)", free, want)
+	}
+}

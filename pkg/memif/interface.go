@@ -101,6 +101,8 @@ func Open(cfg Config) (*Interface, error) {
 		}
 		for k, q := range i.rx {
 			q.zc = i.pool.shares[k]
+			q.stash = make([]uint32, i.cfg.RingSize)
+			q.stash = q.stash[:q.zc.free.Get(q.stash)]
 		}
 		for k, q := range i.tx {
 			q.zc = i.pool.shares[k]
@@ -216,7 +218,7 @@ func (i *Interface) attach(c *connection) error {
 		q.setConn(ri, mems, client, c.bufSize, c.trap)
 		switch {
 		case q.zc != nil:
-			q.refillZC()
+			q.armFromStash() // so the server can send before our first poll, as in copy mode
 		case client:
 			q.refill() // arm the whole ring at once, so the server can send before our first poll
 		}
@@ -338,6 +340,10 @@ func (i *Interface) Close() error {
 		close(i.stop)
 		<-i.done
 		if i.pool != nil {
+			for _, q := range i.rx {
+				q.zc.orphan(q.stash) // a shared pool's other users get them back
+				q.stash = nil
+			}
 			// Buffers the application still holds die with a private pool.
 			if err := i.pool.leave(); err != nil {
 				return fmt.Errorf("memif %s: release zero-copy pool: %w", i.cfg.Name, err)

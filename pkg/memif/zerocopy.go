@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/memifnet/memifnet/pkg/alloc"
 	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
@@ -35,7 +36,35 @@ type Buffer struct {
 type zcShare struct {
 	mem     []byte // the whole pool region
 	bufSize uint32
-	free    *alloc.Pool
+	free    *alloc.Pool // touched only by the share's owner: the goroutine of queue pairs k
+
+	// Buffers a dead connection's rings held, returned by that interface's control goroutine.
+	// It must not touch free: the owner may be in a burst of another interface of the pool, or in
+	// Release or Alloc, which take no guard. The owner adopts them at its next allocation.
+	orphanMu sync.Mutex
+	orphans  []uint32
+	orphaned atomic.Bool
+}
+
+// orphan hands buffers to the share from outside its owner goroutine.
+func (p *zcShare) orphan(idx []uint32) {
+	p.orphanMu.Lock()
+	p.orphans = append(p.orphans, idx...)
+	p.orphaned.Store(true)
+	p.orphanMu.Unlock()
+}
+
+// adopt moves orphaned buffers into the free list; called by the owner before it allocates (one
+// atomic load when there are none).
+func (p *zcShare) adopt() {
+	if !p.orphaned.Load() {
+		return
+	}
+	p.orphanMu.Lock()
+	p.free.Put(p.orphans)
+	p.orphans = p.orphans[:0]
+	p.orphaned.Store(false)
+	p.orphanMu.Unlock()
 }
 
 // view is buffer idx as a slice of n bytes whose capacity ends at the buffer's end.
@@ -122,7 +151,10 @@ func privatePool(cfg Config) (*Pool, error) {
 }
 
 // BuffersFree is how many buffers of share k are free. Call it from share k's goroutine.
-func (p *Pool) BuffersFree(k int) int { return p.shares[k].free.Available() }
+func (p *Pool) BuffersFree(k int) int {
+	p.shares[k].adopt()
+	return p.shares[k].free.Available()
+}
 
 // join registers an interface as a user.
 func (p *Pool) join() error {
@@ -213,6 +245,7 @@ func (q *RxQueue) refillZC() {
 	if want == 0 {
 		return
 	}
+	q.zc.adopt()
 	got := q.zc.free.Get(q.scratch[:want])
 	if got < int(want) {
 		q.stats.NoBuf++
@@ -225,6 +258,25 @@ func (q *RxQueue) refillZC() {
 		descs[slot] = ring.Desc{Region: zcRegionIndex, Length: zc.bufSize, Offset: zc.free.Offset(idx)}
 		h++
 	}
+	if h != q.head {
+		q.head = h
+		q.ring.StoreHead(h)
+	}
+}
+
+// armFromStash arms a freshly attached receive ring with the queue's reserved buffers (control
+// goroutine, queue parked); the owner's next refill arms whatever is left.
+func (q *RxQueue) armFromStash() {
+	k := min(len(q.stash), q.ring.Size())
+	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
+	h := q.head
+	for _, idx := range q.stash[len(q.stash)-k:] {
+		slot := h & mask
+		q.slots[slot] = idx
+		descs[slot] = ring.Desc{Region: zcRegionIndex, Length: zc.bufSize, Offset: zc.free.Offset(idx)}
+		h++
+	}
+	q.stash = q.stash[:len(q.stash)-k]
 	if h != q.head {
 		q.head = h
 		q.ring.StoreHead(h)
@@ -244,6 +296,7 @@ func (q *TxQueue) Alloc(bufs []Buffer) int {
 	if q.zc == nil {
 		panic("memif: Alloc needs Config.ZeroCopy")
 	}
+	q.zc.adopt()
 	n := 0
 	for n < len(bufs) {
 		k := q.zc.free.Get(q.scratch[:min(len(q.scratch), len(bufs)-n)])
@@ -342,8 +395,19 @@ func (q *queue) recoverZC(rx bool) {
 	if !rx {
 		from, to = q.reclaim, q.cursor // Tx: sent but not released
 	}
-	for s := from; s != to; s++ {
-		q.zc.free.PutOne(q.slots[s&mask])
+	// Not into the free list: this is the control goroutine (see zcShare). What an Rx ring held
+	// arms it again at the next attach; what the peer never released from a Tx ring goes to the
+	// owner.
+	if rx {
+		for s := from; s != to; s++ {
+			q.stash = append(q.stash, q.slots[s&mask])
+		}
+	} else {
+		held := make([]uint32, 0, to-from)
+		for s := from; s != to; s++ {
+			held = append(held, q.slots[s&mask])
+		}
+		q.zc.orphan(held)
 	}
 	q.slots = nil
 }
@@ -363,6 +427,7 @@ func (q *TxQueue) txCopyZC(pkts [][]byte) int {
 	free := q.reclaimZC()
 	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
 	bufSize := int(zc.bufSize)
+	zc.adopt()
 	cur := q.cursor
 	i, sent, bytes := 0, 0, 0
 	for ; i < len(pkts); i++ {
@@ -404,5 +469,6 @@ func (q *queue) BuffersFree() int {
 	if q.zc == nil {
 		return 0
 	}
+	q.zc.adopt()
 	return q.zc.free.Available()
 }
