@@ -79,7 +79,9 @@ func (p *zcShare) view(idx, n uint32) []byte {
 // a buffer received on interface A's RxQueue k can be sent on interface B's TxQueue k, and when
 // B's peer releases it, it goes back to share k, from which A's RxQueue k re-arms its ring. That
 // is Tx-to-Rx buffer recycling with no shared structure in between, which requires that queue
-// pairs k of all interfaces of a pool are used from one goroutine.
+// pairs k of all interfaces of a pool are used from one goroutine. Open takes each receive ring's
+// worth of buffers from the pool (to arm the ring at every connect): open the interfaces before
+// that goroutine starts, or from it.
 type Pool struct {
 	region  *alloc.Region
 	shares  []*zcShare
