@@ -35,6 +35,7 @@ lint:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./pkg/socket
 	$(GO) test -run '^$$' -fuzz '^FuzzRxRing$$' -fuzztime $(FUZZTIME) ./pkg/memif
+	$(GO) test -run '^$$' -fuzz '^FuzzGenerate$$' -fuzztime $(FUZZTIME) ./internal/peerconf
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/memif

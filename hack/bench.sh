@@ -26,9 +26,9 @@
 #               cases (default: c2s s2c: a zero-copy client gains most when it receives)
 #   LDUR=S      seconds per ping-pong latency run (default 5)
 #   OUT=FILE    report file (default hack/results/bench-<date>.md; the raw CSV goes next to it)
-#   PEER=FILE   DPDK peer script (default ../shared/tools/dpdk-memif-peer.sh from the repo root)
+#   PEER=FILE   DPDK peer command (default: pkg/memif/internal/dpdkpeer/cmd/dpdk-memif-peer, built)
 #   KEEP_LOGS=1 keep every process's output (the temp dir is printed)
-# Cores: memif server on CPU 0, client on CPU 1 (taskset; DPDK via the peer script's --core).
+# Cores: memif server on CPU 0, client on CPU 1 (taskset; DPDK via the peer's --core).
 # Every process started here is stopped on exit or Ctrl-C (by PID), testpmd included.
 set -euo pipefail
 
@@ -40,27 +40,24 @@ DIRS=${DIRS:-"c2s s2c"}
 CHAIN_DIRS=${CHAIN_DIRS:-c2s}
 ZC_DIRS=${ZC_DIRS:-"c2s s2c"}
 LDUR=${LDUR:-5}
-PEER=${PEER:-$ROOT/../shared/tools/dpdk-memif-peer.sh}
-[ -x "$PEER" ] || PEER=/work/shared/tools/dpdk-memif-peer.sh
 STAMP=$(date +%Y%m%d-%H%M)
 OUT=${OUT:-$ROOT/hack/results/bench-$STAMP.md}
 CSV=${OUT%.md}.csv
 KEEP_LOGS=${KEEP_LOGS:-0}
 SRV_CORE=0 CLI_CORE=1
-MBUFS=16384          # per testpmd; pool size makes no difference (dpdk-baseline.md), starts faster
+MBUFS=16384          # per testpmd; pool size made no measurable difference, and it starts faster
 CONNECT_TO=30
 
 die() { echo "bench: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (hugepages, testpmd)"
 command -v dpdk-testpmd >/dev/null || die "dpdk-testpmd missing: apt-get install -y dpdk-dev"
-[ -x "$PEER" ] || die "DPDK peer script not found (set PEER=)"
 [ "$(nproc)" -ge 2 ] || die "needs 2 CPUs"
 
 TMP=$(mktemp -d /tmp/memif-bench.XXXXXX)
 SOCK=/run/memifnet-bench-$$.sock          # abstract (\0 + this name): nothing left on disk
 PIDS=()
 
-# stop_pid PID: TERM it (the peer script then stops its testpmd cleanly), KILL after 15 s, and
+# stop_pid PID: TERM it (the DPDK peer then stops its testpmd cleanly), KILL after 15 s, and
 # KILL its children too in case it died without reaping them.
 stop_pid() {
   local p=$1 kids i
@@ -94,8 +91,13 @@ listener_up() {  # a SOCK_SEQPACKET listener bound to the abstract name @$SOCK
   awk -v p="@$SOCK" '$4=="00010000" && $5=="0005" && $8==p {f=1} END{exit !f}' /proc/net/unix
 }
 
-echo "bench: building memif-perf" >&2
+echo "bench: building memif-perf and dpdk-memif-peer" >&2
 (cd "$ROOT" && go build -o "$TMP/memif-perf" ./cmd/memif-perf && go build -o "$TMP/clping" ./hack/bench/clping)
+if [ -z "${PEER:-}" ]; then
+  (cd "$ROOT" && go build -o "$TMP/dpdk-memif-peer" ./pkg/memif/internal/dpdkpeer/cmd/dpdk-memif-peer)
+  PEER=$TMP/dpdk-memif-peer
+fi
+[ -x "$PEER" ] || die "DPDK peer $PEER is not executable"
 # what was built (others may commit while the run goes on): the commit, and a hash of any
 # uncommitted change under pkg/ and cmd/
 BUILT="$(cd "$ROOT" && git rev-parse --short HEAD)"
@@ -143,7 +145,7 @@ wait_listening() {
   return 1
 }
 
-# go_rate FILE: memif-perf's per-second "rx X Mpps" samples, trimmed like the peer script does
+# go_rate FILE: memif-perf's per-second "rx X Mpps" samples, trimmed like the DPDK peer does
 # testpmd's Rx-pps (active window, first and last second dropped), averaged.
 go_rate() {
   awk '{ if (match($0, /\] rx +[0-9.]+ Mpps/)) { s = substr($0, RSTART, RLENGTH); gsub(/[^0-9.]/, "", s); v[n++] = s + 0 } }
@@ -162,7 +164,7 @@ dpdk_rate() {
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
 # side_ticks PID IMPL: CPU time (utime+stime, clock ticks) of the process doing one side's work:
-# memif-perf itself, or the testpmd child of the peer script.
+# memif-perf itself, or the testpmd child of the DPDK peer.
 proc_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 side_ticks() {
   local k t=0
@@ -319,7 +321,7 @@ T1=$(date +%s)
   echo "- Command: \`$CMD\` (from the repo root, as root)"
   echo "- Load average before: $LOAD_BEFORE; after: $LOAD_AFTER; per-run load1 in the CSV: $(awk -F, 'NR>1 && $8!="" {v=$8+0; if (!n||v<mn) mn=v; if (!n||v>mx) mx=v; n++} END{printf "%.2f-%.2f", mn, mx}' "$CSV")"
   echo "- $REPS interleaved rounds; each run ${DUR} s from link up; Mpps = receiver's per-second samples, first and last dropped, averaged; medians over rounds. Ratios: each Go run divided by the DPDK->DPDK run of the same case and direction in the same round, median over rounds."
-  echo "- Pinning: memif server on CPU $SRV_CORE, client on CPU $CLI_CORE. c2s = client sends, server receives; s2c = server sends, client receives. Ring 1024, burst 32, buffer 2048 B (chained case: 128 B on both sides). Go: --size N [--verify]; DPDK: dpdk-memif-peer.sh --mode txonly|rxonly --pkt-size N --mbufs $MBUFS. Zero-copy: the client is zero-copy (DPDK --zero-copy yes, Go --zero-copy: header-only TxBurstZC of pool buffers / RxBurstZC views), the server copies."
+  echo "- Pinning: memif server on CPU $SRV_CORE, client on CPU $CLI_CORE. c2s = client sends, server receives; s2c = server sends, client receives. Ring 1024, burst 32, buffer 2048 B (chained case: 128 B on both sides). Go: --size N [--verify]; DPDK: dpdk-memif-peer --mode txonly|rxonly --pkt-size N --mbufs $MBUFS. Zero-copy: the client is zero-copy (DPDK --zero-copy yes, Go --zero-copy: header-only TxBurstZC of pool buffers / RxBurstZC views), the server copies."
   echo "- Raw per-run values: $(basename "$CSV")"
   echo
   awk -f "$ROOT/hack/bench/report.awk" "$CSV"

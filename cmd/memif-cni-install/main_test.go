@@ -11,17 +11,22 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 const calico = `{"name":"k8s-pod-network","cniVersion":"1.0.0","plugins":[{"type":"calico","ipam":{"type":"calico-ipam"}},{"type":"portmap","capabilities":{"portMappings":true}}]}`
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testutil.RemoveBuilt()
+	os.Exit(code)
+}
+
+// build builds memif-cni-install once per test run.
 func build(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "memif-cni-install")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return filepath.Join(testutil.Built(t, testutil.Build{Pkgs: []string{"."}}), "memif-cni-install")
 }
 
 func chainTypes(t *testing.T, file string) string {

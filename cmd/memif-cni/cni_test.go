@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -169,6 +170,27 @@ func TestHostPortAndRoles(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(n.stateDir, "state", "host-ports", "slot-001.json"))
 	if err != nil || json.Unmarshal(b, &hp) != nil || hp.Role != "server" || hp.Socket != filepath.Join(n.slotDir("slot-001"), "memif.sock") {
 		t.Fatalf("host port description: %s %v", b, err)
+	}
+	// The ready configs (internal/peerconf): each side's beside its port.json / description;
+	// the ip port has none for DPDK (Ethernet only). assertClean checks that DEL takes them.
+	hostPorts := filepath.Join(n.stateDir, "state", "host-ports")
+	for f, want := range map[string]string{
+		filepath.Join(n.slotDir("slot-001"), "dpdk.args"):     "--vdev=net_memif10001,role=client,id=2,socket=/run/memifnet/slot-001/memif.sock,",
+		filepath.Join(n.slotDir("slot-001"), "port.env"):      "\nMEMIF_SOCKET=/run/memifnet/slot-001/memif.sock\n",
+		filepath.Join(n.slotDir("slot-002"), "vpp.cli"):       "create interface memif id 0 socket-id 10002 ring-size 1024 buffer-size 2048 master rx-queues 1 tx-queues 1 mode ip\n",
+		filepath.Join(hostPorts, "slot-001.dpdk.args"):        "--vdev=net_memif10001,role=server,id=2,socket=" + filepath.Join(n.slotDir("slot-001"), "memif.sock") + ",",
+		filepath.Join(hostPorts, "slot-001.env"):              "\nMEMIF_POD=" + p.Namespace + "/" + p.Name + "\n",
+		filepath.Join(hostPorts, "slot-002.vpp.cli"):          " slave rx-queues 1 tx-queues 1 mode ip no-zero-copy\n",
+		filepath.Join(hostPorts, "slot-002.dpdk.app-args"):    "",
+		filepath.Join(n.slotDir("slot-002"), "dpdk.app-args"): "",
+	} {
+		b, err := os.ReadFile(f)
+		switch {
+		case want == "" && !errors.Is(err, os.ErrNotExist):
+			t.Errorf("%s: %q %v, want no file (an ip port)", f, b, err)
+		case want != "" && (err != nil || !strings.Contains(string(b), want)):
+			t.Errorf("%s = %q (%v), want it to hold %q", f, b, err, want)
+		}
 	}
 	n.mustDel(p)
 	n.assertClean()

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
@@ -26,59 +24,25 @@ import (
 	"github.com/memifnet/memifnet/internal/testutil"
 )
 
-// Binaries built once per test run.
-var (
-	binDir       string // memif-cni
-	failBinDir   string // memif-cni built with -tags failpoints
-	buildOnce    sync.Once
-	failOnce     sync.Once
-	buildErr     error
-	failBuildErr error
-)
-
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "memif-cni-bin")
-	if err != nil {
-		panic(err)
-	}
-	binDir = filepath.Join(dir, "plain")
-	failBinDir = filepath.Join(dir, "failpoints")
 	code := m.Run()
-	os.RemoveAll(dir)
+	testutil.RemoveBuilt()
 	os.Exit(code)
 }
 
-// goBuild builds the plugin and its helper into dir as the Makefile and image do: static (a CNI
-// binary is copied onto hosts whose libc is unknown), which also starts 3-4 ms faster than a
-// dynamically linked one.
-func goBuild(dir string, tags ...string) error {
-	args := []string{"build", "-trimpath", "-o", dir + "/"}
-	if len(tags) > 0 {
-		args = append(args, "-tags", strings.Join(tags, ","))
-	}
-	cmd := exec.Command("go", append(args, ".", "../memif-cni-podinfo")...)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return nil
-}
+// pluginPkgs are the plugin and its helper, built as the Makefile and the image build them.
+var pluginPkgs = []string{".", "../memif-cni-podinfo"}
 
+// pluginDir holds memif-cni and memif-cni-podinfo, built once per test run.
 func pluginDir(t testing.TB) string {
-	buildOnce.Do(func() { buildErr = goBuild(binDir) })
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
+	t.Helper()
+	return testutil.Built(t, testutil.Build{Pkgs: pluginPkgs})
 }
 
+// failpointDir holds them built with -tags failpoints.
 func failpointDir(t testing.TB) string {
-	failOnce.Do(func() { failBuildErr = goBuild(failBinDir, "failpoints") })
-	if failBuildErr != nil {
-		t.Fatal(failBuildErr)
-	}
-	return failBinDir
+	t.Helper()
+	return testutil.Built(t, testutil.Build{Tags: []string{"failpoints"}, Pkgs: pluginPkgs})
 }
 
 // newCNI returns a libcni client with its exec set up front: libcni creates a missing one lazily

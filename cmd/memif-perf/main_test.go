@@ -10,46 +10,24 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 // These tests build memif-perf and run two copies against each other, as users and CI scripts do.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	binDir    string
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	testutil.RemoveBuilt()
 	os.Exit(code)
 }
 
-// binary builds memif-perf once per test run (t.TempDir would be removed after the first test).
+// binary builds memif-perf once per test run.
 func binary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "memif-perf-test-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "memif-perf")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return filepath.Join(testutil.Built(t, testutil.Build{Pkgs: []string{"."}}), "memif-perf")
 }
 
 type result struct {

@@ -64,6 +64,24 @@ const (
 	LinkSubdir = "link"
 )
 
+// Ready-made configurations beside port.json, one per memif implementation (internal/peerconf):
+// written in the slot for the pod's side, and as <slot>.<name> beside a host port's description
+// (state/host-ports/<slot>.json) for the host's side.
+const (
+	// DPDKArgsFile holds the EAL argument that makes DPDK's net_memif open the port.
+	DPDKArgsFile = "dpdk.args"
+	// DPDKAppArgsFile holds the queue count as testpmd's application options (DPDK takes the
+	// queue count from the application, not from the device argument).
+	DPDKAppArgsFile = "dpdk.app-args"
+	// VPPFile holds the VPP CLI lines that create the port (for "exec" or unix { exec }).
+	VPPFile = "vpp.cli"
+	// EnvFile holds the port as KEY=value lines (libmemif, scripts, any language). Beside a
+	// host port's description it is <slot>.env.
+	EnvFile = "port.env"
+	// HostEnvSuffix names the host side's EnvFile: state/host-ports/<slot>.env.
+	HostEnvSuffix = ".env"
+)
+
 // Environment variables the device plugin sets in a container, and the library reads.
 const (
 	// EnvSockets lists the slot IDs the container got, comma-separated.

@@ -1,8 +1,9 @@
 // Package slotwire wires a memif port into a socket slot: it opens the slot's tmpfs, mounts a
-// link directory on <slot>/link, writes port.json, and takes both out again. The slot is
-// pod-reachable (its pod can write anything into it at any time), so every step goes through the
-// slot's open directory (internal/safefs) and refuses what it did not make itself. memif-cni and
-// the DRA driver of memif-deviceplugin share it: one implementation of the hostile-pod rules.
+// link directory on <slot>/link, writes port.json and the ready configs beside it
+// (internal/peerconf), and takes them out again. The slot is pod-reachable (its pod can write
+// anything into it at any time), so every step goes through the slot's open directory
+// (internal/safefs) and refuses what it did not make itself. memif-cni and the DRA driver of
+// memif-deviceplugin share it: one implementation of the hostile-pod rules.
 package slotwire
 
 import (
@@ -15,6 +16,7 @@ import (
 
 	"github.com/memifnet/memifnet/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/peerconf"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
@@ -103,8 +105,10 @@ func UnbindLink(slot *safefs.Dir, mount safefs.Identity) error {
 	return nil
 }
 
-// WritePortSpec validates spec and writes it as port.json into the slot. Readable by a non-root
-// app in the pod; the secret only binds the socket to the two pods that see this directory anyway.
+// WritePortSpec validates spec and writes it as port.json into the slot, after the port's ready
+// configs for DPDK, VPP and libmemif (internal/peerconf), so that an app that sees port.json sees
+// them too. Readable by a non-root app in the pod; the secret only binds the socket to the two
+// pods that see this directory anyway.
 func WritePortSpec(slot *safefs.Dir, spec portspec.PortSpec) error {
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("port spec: %w", err)
@@ -113,5 +117,14 @@ func WritePortSpec(slot *safefs.Dir, spec portspec.PortSpec) error {
 	if err != nil {
 		return fmt.Errorf("encode port spec: %w", err)
 	}
+	if err := peerconf.WriteSlot(slot, spec); err != nil {
+		return err
+	}
 	return slot.WriteFile(names.PortFile, append(b, '\n'), 0o644, safefs.WriteOptions{})
+}
+
+// RemovePortSpec removes port.json and the ready configs beside it from the slot. Whatever the
+// pod put at those names goes too (the names are memifnet's); a missing file is no error.
+func RemovePortSpec(slot *safefs.Dir) error {
+	return errors.Join(slot.Remove(names.PortFile), peerconf.RemoveSlot(slot))
 }

@@ -31,20 +31,49 @@ func needHugepages(pages int) error {
 	if m.PageKB != 2048 {
 		return fmt.Errorf("default hugepage size is %d kB, want 2048", m.PageKB)
 	}
-	if m.Free >= pages {
-		return nil
+	_, _, err = RaiseHugepages(pages, nil)
+	return err
+}
+
+// nrHugepages is the knob of the default hugepage size's pool.
+const nrHugepages = "/proc/sys/vm/nr_hugepages"
+
+// RaiseHugepages makes sure n hugepages of the default size are free, raising vm.nr_hugepages by
+// what is missing; it never lowers it. before, if not nil, gets the old value before anything is
+// written (to record it, so that it can be put back); an error from it changes nothing. It
+// returns the value before and after.
+func RaiseHugepages(n int, before func(old int) error) (old, now int, err error) {
+	m, err := Hugepages()
+	if err != nil {
+		return 0, 0, err
 	}
-	want := m.Total + pages - m.Free
-	if err := os.WriteFile("/proc/sys/vm/nr_hugepages", []byte(strconv.Itoa(want)), 0o644); err != nil {
-		return fmt.Errorf("raise vm.nr_hugepages to %d: %w", want, err)
+	b, err := os.ReadFile(nrHugepages)
+	if err != nil {
+		return 0, 0, err
+	}
+	if old, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", nrHugepages, err)
+	}
+	if m.Free >= n {
+		return old, old, nil
+	}
+	if before != nil {
+		if err := before(old); err != nil {
+			return old, old, err
+		}
+	}
+	now = old + n - m.Free
+	if err := os.WriteFile(nrHugepages, []byte(strconv.Itoa(now)), 0o644); err != nil {
+		return old, old, fmt.Errorf("raise vm.nr_hugepages to %d: %w", now, err)
 	}
 	if m, err = Hugepages(); err != nil {
-		return err
+		return old, now, err
 	}
-	if m.Free < pages {
-		return fmt.Errorf("only %d of %d 2Mi hugepages free after raising vm.nr_hugepages", m.Free, pages)
+	if m.Free < n {
+		return old, now, fmt.Errorf("asked the kernel for %d hugepages (vm.nr_hugepages %d -> %d): %d of the %d wanted are free",
+			now-old, old, now, m.Free, n)
 	}
-	return nil
+	return old, now, nil
 }
 
 // HugepageInfo is the default hugepage size's line of /proc/meminfo.

@@ -1,95 +1,93 @@
 package testutil
 
 import (
-	"bufio"
 	"errors"
-	"os"
+	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
-// UnmountUnder detaches every mount at or below dir, deepest first, so that a test that mounted
-// slots, links or pools in a temp directory leaves no mount behind and its files can be removed.
+// Mounts lists the mount points at or below dir, deepest first (a mount stacked on another at
+// the same point comes after it, as in mountinfo).
+func Mounts(dir string) ([]string, error) {
+	ms, err := safefs.ReadMountinfo()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range ms {
+		if m.Point == dir || strings.HasPrefix(m.Point, strings.TrimSuffix(dir, "/")+"/") {
+			out = append(out, m.Point)
+		}
+	}
+	// Deepest first: MNT_DETACH of a parent would take the children along, but then their own
+	// unmount would fail.
+	sort.SliceStable(out, func(i, j int) bool { return strings.Count(out[i], "/") > strings.Count(out[j], "/") })
+	return out, nil
+}
+
+// UnmountAll lazily detaches every mount at or below dir, deepest first, repeating while stacked
+// mounts remain, so that whatever a test or a stack mounted in its directory is gone and the
+// directory can be removed.
+func UnmountAll(dir string) error {
+	for range 50 {
+		mps, err := Mounts(dir)
+		if err != nil || len(mps) == 0 {
+			return err
+		}
+		for _, mp := range mps {
+			err := unix.Unmount(mp, unix.MNT_DETACH)
+			if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("unmount %s: %w", mp, err)
+			}
+		}
+	}
+	return fmt.Errorf("mounts below %s keep coming back", dir)
+}
+
+// TopMount is the topmost mount on dir; ok is false when nothing is mounted there.
+func TopMount(dir string) (m safefs.MountEntry, ok bool, err error) {
+	ms, err := safefs.ReadMountinfo()
+	if err != nil {
+		return m, false, err
+	}
+	for _, e := range ms {
+		if e.Point == dir {
+			m, ok = e, true // a later line is mounted over an earlier one
+		}
+	}
+	return m, ok, nil
+}
+
+// UnmountUnder is UnmountAll for a test's cleanup: a failure fails t.
 func UnmountUnder(t testing.TB, dir string) {
 	t.Helper()
-	for _, m := range MountsUnder(t, dir) {
-		err := unix.Unmount(m, unix.MNT_DETACH)
-		if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			t.Errorf("unmount %s: %v", m, err)
-		}
+	if err := UnmountAll(dir); err != nil {
+		t.Error(err)
 	}
 }
 
-// MountsUnder lists the mount points at or below dir, deepest first.
+// MountsUnder is Mounts, failing t on an error.
 func MountsUnder(t testing.TB, dir string) []string {
 	t.Helper()
-	f, err := os.Open("/proc/self/mountinfo")
+	mps, err := Mounts(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var out []string
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 64<<10), 16<<20)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		p := unescapeMountinfo(fields[4])
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			out = append(out, p)
-		}
-	}
-	if err := s.Err(); err != nil {
-		t.Fatal(err)
-	}
-	// Deepest first (MNT_DETACH of a parent would take the children along, but then their own
-	// unmount would fail).
-	sort.SliceStable(out, func(i, j int) bool { return strings.Count(out[i], "/") > strings.Count(out[j], "/") })
-	return out
+	return mps
 }
 
 // MountSource is the source field of the topmost mount on dir ("" when nothing is mounted there).
 func MountSource(t testing.TB, dir string) string {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	m, _, err := TopMount(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := ""
-	for _, line := range strings.Split(string(b), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 5 || unescapeMountinfo(fields[4]) != dir {
-			continue
-		}
-		_, post, ok := strings.Cut(line, " - ")
-		if f := strings.Fields(post); ok && len(f) >= 2 {
-			src = unescapeMountinfo(f[1])
-		}
-	}
-	return src
-}
-
-// unescapeMountinfo undoes the octal escapes of mountinfo (\040 for a space and so on).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return m.Source
 }

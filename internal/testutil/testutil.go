@@ -1,7 +1,13 @@
 // Package testutil holds what the project's tests share for the things a test needs from the
-// machine: root, hugepages, tools. A test that lacks one skips with the reason, except under
-// CI=true, where it fails: CI runs as root with everything installed (.ci/run), and a skipped
-// proof must not pass there.
+// machine: root, hugepages, tools, binaries built once, mounts found and undone. A test that lacks
+// one skips with the reason, except under CI=true, where it fails: CI runs as root with
+// everything installed (.ci/run), and a skipped proof must not pass there.
+//
+// Every helper comes in an error-returning form (Mounts, UnmountAll, TopMount, Hugepages,
+// RaiseHugepages, BuildOnce, Build.Into) for code without a testing.TB, such as the e2e
+// harness in test/e2e/node and test/e2e/cluster, and most in a form that fails or skips t.
+// mountinfo is parsed by internal/safefs (ReadMountinfo), the one parser of it; safefs's own
+// tests cannot use this package (it imports safefs).
 package testutil
 
 import (

@@ -72,5 +72,6 @@ func OpenFileRegion(path string, size int) (r *Region, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("map region file %s (%d bytes): %w", path, size, err)
 	}
-	return &Region{Mem: mem, Fd: fd, Huge: huge, Truncatable: truncatable(fd)}, nil
+	// A file can never be sealed (only memfds can): it may be cut short by whoever holds it.
+	return &Region{Mem: mem, Fd: fd, Huge: huge, MayFault: true}, nil
 }

@@ -53,7 +53,8 @@ func BenchmarkBurst(b *testing.B) {
 
 // BenchmarkBurstTruncatable is BenchmarkBurst where the client's region is a file (as a
 // hugepage pool unit is), which cannot be sealed against shrinking: both sides then run each burst
-// with faults trapped (fault.go). Compare with BenchmarkBurst's sealed memfd for the cost.
+// with faults trapped (fault.go). Compare with BenchmarkBurst for the cost, on a machine without
+// free huge pages: BenchmarkBurst's hugetlbfs memfds may fault too (a punched hole) and run trapped.
 func BenchmarkBurstTruncatable(b *testing.B) {
 	for _, dir := range []string{"client-to-server", "server-to-client"} {
 		for _, size := range []int{64, 1500} {

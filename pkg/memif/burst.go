@@ -1,8 +1,6 @@
 package memif
 
 import (
-	"golang.org/x/sys/unix"
-
 	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
 )
 
@@ -385,8 +383,12 @@ func (q *TxQueue) publish(cur uint16, pkts, bytes int) {
 		q.ring.PublishTail(cur)
 	}
 	if q.ring.LoadFlags()&ring.FlagMaskInt == 0 && q.eventfd >= 0 {
-		// EAGAIN means the counter is saturated: the peer has been signalled already.
-		_, _ = unix.Write(q.eventfd, eventfdOne[:])
+		// The kicker writes the eventfd, which the peer could make block; a kick already
+		// pending covers this one.
+		select {
+		case q.kicker.ch <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -112,18 +112,10 @@ func closeFd(fd int) {
 // clientHandshake runs the client's side of the lock-step handshake on a fresh connection.
 func (i *Interface) clientHandshake(ctl *socket.Conn) (_ *connection, err error) {
 	cfg := i.cfg
-	step := func() { _ = ctl.SetDeadline(time.Now().Add(cfg.HandshakeTimeout)) }
-	step()
-	m, err := recvNoFd(ctl)
+	_ = ctl.SetDeadline(time.Now().Add(cfg.HandshakeTimeout))
+	hello, err := recvHello(ctl)
 	if err != nil {
 		return nil, err
-	}
-	hello, ok := m.(socket.Hello)
-	if !ok {
-		return nil, refuse(ctl, "expected HELLO, got %s", m.Type())
-	}
-	if hello.MinVersion > socket.Version || hello.MaxVersion < socket.Version {
-		return nil, refuse(ctl, "unsupported protocol versions 0x%04x..0x%04x", hello.MinVersion, hello.MaxVersion)
 	}
 	numS2M := min(cfg.TxQueues, int(hello.MaxS2MRing)+1)
 	numM2S := min(cfg.RxQueues, int(hello.MaxM2SRing)+1)
@@ -153,9 +145,35 @@ func (i *Interface) clientHandshake(ctl *socket.Conn) (_ *connection, err error)
 	}()
 	c.ctl = ctl
 	c.peerApp = hello.Name
+	if err := c.announce(cfg, log2); err != nil {
+		return nil, err
+	}
+	_ = ctl.SetDeadline(time.Time{})
+	return c, nil
+}
 
+// recvHello reads the server's HELLO and checks its protocol versions.
+func recvHello(ctl *socket.Conn) (socket.Hello, error) {
+	m, err := recvNoFd(ctl)
+	if err != nil {
+		return socket.Hello{}, err
+	}
+	hello, ok := m.(socket.Hello)
+	if !ok {
+		return socket.Hello{}, refuse(ctl, "expected HELLO, got %s", m.Type())
+	}
+	if hello.MinVersion > socket.Version || hello.MaxVersion < socket.Version {
+		return socket.Hello{}, refuse(ctl, "unsupported protocol versions 0x%04x..0x%04x", hello.MinVersion, hello.MaxVersion)
+	}
+	return hello, nil
+}
+
+// announce sends INIT, the regions, the rings and CONNECT, one at a time, each after the server
+// answered the one before (ACK; CONNECTED for CONNECT).
+func (c *connection) announce(cfg Config, log2 uint8) error {
+	ctl := c.ctl
 	send := func(msg socket.Msg, fd int) error {
-		step()
+		_ = ctl.SetDeadline(time.Now().Add(cfg.HandshakeTimeout))
 		if err := ctl.Send(msg, fd); err != nil {
 			return err
 		}
@@ -177,11 +195,11 @@ func (i *Interface) clientHandshake(ctl *socket.Conn) (_ *connection, err error)
 	}
 	init := socket.Init{Version: socket.Version, ID: cfg.ID, Mode: uint8(cfg.Mode), Secret: cfg.Secret, Name: cfg.AppName}
 	if err := send(init, -1); err != nil {
-		return nil, err
+		return err
 	}
 	for k, r := range c.regions {
 		if err := send(socket.AddRegion{Index: uint16(k), Size: uint64(len(r.Mem))}, r.Fd); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	offsets := c.ringOffsets(log2, cfg.CacheLine)
@@ -192,15 +210,11 @@ func (i *Interface) clientHandshake(ctl *socket.Conn) (_ *connection, err error)
 				msg.Flags = socket.AddRingFlagS2M
 			}
 			if err := send(msg, ri.eventfd); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	if err := send(socket.Connect{Name: cfg.Name}, -1); err != nil {
-		return nil, err
-	}
-	_ = ctl.SetDeadline(time.Time{})
-	return c, nil
+	return send(socket.Connect{Name: cfg.Name}, -1)
 }
 
 // recv reads the next control message; a malformed one is answered with a DISCONNECT naming what

@@ -60,7 +60,11 @@ const (
 	DefaultReconnectInterval = time.Second
 	DefaultHandshakeTimeout  = 5 * time.Second
 	DefaultMaxSleep          = 100 * time.Millisecond
-	MaxQueues                = 255 // libmemif counts rings in a byte
+	// DefaultMaxRegionBytes bounds the shared memory one client may make a server map: 256 MiB
+	// holds 32 queue pairs of 1024-slot rings with 2048-byte buffers (DPDK's, VPP's and libmemif's
+	// defaults are one pair, 4.2 MiB).
+	DefaultMaxRegionBytes = 256 << 20
+	MaxQueues             = 255 // libmemif counts rings in a byte
 )
 
 // MinBufferSize and MaxBufferSize bound Config.BufferSize and PoolConfig.BufferSize. A buffer
@@ -107,13 +111,23 @@ type Config struct {
 	// pool's and must equal it; the queue counts must not exceed its pairs.
 	Pool *Pool
 
-	// Memory backs a client's region: hugepages when available by default.
+	// Memory backs a client's region: hugepages when available by default. A zero-copy pool is
+	// always ordinary memory (see PoolConfig.Memory).
 	Memory alloc.Backing
 	// NewRegion, when set, creates a client's region instead of alloc.NewRegion with Memory: for
 	// example alloc.OpenFileRegion on a hugepage pool unit the device plugin granted. It must return
 	// a region of at least size bytes whose fd the peer can map. The region is closed when the
-	// connection ends and created anew for the next one.
+	// connection ends and created anew for the next one. With ZeroCopy it creates the private
+	// pool instead, which must be a region that cannot fault (PoolConfig.NewRegion).
 	NewRegion func(name string, size int) (*alloc.Region, error)
+
+	// MaxRegionBytes (server) bounds the bytes of all regions one client connection announces,
+	// which this server maps: a client whose regions are sparse (pages it never touched, or holes
+	// it punched later) makes the server's memory cgroup pay for every such page the server's
+	// bursts touch, up to this much per connection. A client announcing more is refused with a
+	// DISCONNECT naming the limit. Default DefaultMaxRegionBytes; PortConfig raises it to what a
+	// client with the port's own sizes needs.
+	MaxRegionBytes uint64
 
 	// ReconnectInterval caps how long a client waits before dialling again after the server went
 	// away, refused it, or could not be reached: retries start after 50 ms and double up to it.
@@ -130,6 +144,23 @@ type Config struct {
 
 // withDefaults returns a validated copy of c with defaults filled in.
 func (c Config) withDefaults() (Config, error) {
+	c = c.filled()
+	if err := errors.Join(c.problems()...); err != nil {
+		return c, fmt.Errorf("memif config: %w", err)
+	}
+	if c.Role == RoleClient {
+		// The client's region holds every ring and, in copy mode, one buffer per ring slot; keep it
+		// addressable by the protocol's 32-bit offsets.
+		if total := regionSize(c.TxQueues, c.RxQueues, c.log2RingSize(), c.BufferSize, c.CacheLine); total > 1<<32-1 {
+			return c, fmt.Errorf("memif config: %d queues x %d slots x %d-byte buffers need %d bytes, over the 4 GiB a region can address",
+				c.RxQueues+c.TxQueues, c.RingSize, c.BufferSize, total)
+		}
+	}
+	return c, nil
+}
+
+// filled is c with every unset field at its default.
+func (c Config) filled() Config {
 	if c.Socket == "" {
 		c.Socket = DefaultSocket
 	}
@@ -157,6 +188,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CacheLine == 0 {
 		c.CacheLine = 64
 	}
+	if c.MaxRegionBytes == 0 {
+		c.MaxRegionBytes = DefaultMaxRegionBytes
+	}
 	if c.ReconnectInterval == 0 {
 		c.ReconnectInterval = DefaultReconnectInterval
 	}
@@ -169,6 +203,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	return c
+}
+
+// problems lists what is wrong with a filled-in c, one error per field.
+func (c Config) problems() []error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if c.Role != RoleClient && c.Role != RoleServer {
@@ -217,18 +256,7 @@ func (c Config) withDefaults() (Config, error) {
 			bad("queues %d rx, %d tx: the pool has %d pairs", c.RxQueues, c.TxQueues, len(p.shares))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return c, fmt.Errorf("memif config: %w", err)
-	}
-	if c.Role == RoleClient {
-		// The client's region holds every ring and, in copy mode, one buffer per ring slot; keep it
-		// addressable by the protocol's 32-bit offsets.
-		if total := regionSize(c.TxQueues, c.RxQueues, c.log2RingSize(), c.BufferSize, c.CacheLine); total > 1<<32-1 {
-			return c, fmt.Errorf("memif config: %d queues x %d slots x %d-byte buffers need %d bytes, over the 4 GiB a region can address",
-				c.RxQueues+c.TxQueues, c.RingSize, c.BufferSize, total)
-		}
-	}
-	return c, nil
+	return errs
 }
 
 func (c Config) log2RingSize() uint8 { return uint8(bits.TrailingZeros(uint(c.RingSize))) }

@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -28,25 +30,39 @@ type connection struct {
 
 	peerName, peerApp string
 
-	trap *faultTrap // nil when no region can shrink
+	brk  *breaker   // ends the connection from the data path (a fault, a bad eventfd)
+	trap *faultTrap // nil when no region can fault
 }
 
 type ringInfo struct {
 	r       ring.Ring
-	eventfd int      // the ring's interrupt eventfd, owned by efile
-	efile   *os.File // eventfd in the Go runtime's poller, so a sleeping receiver holds no thread
-	bufBase uint32   // client only: offset of this ring's first buffer in region 0
+	eventfd int             // the ring's interrupt eventfd, owned by efile
+	efile   *os.File        // eventfd in the Go runtime's poller, so a sleeping receiver holds no thread
+	erc     syscall.RawConn // efile's, for reads that never block (interrupt.go)
+	bufBase uint32          // client only: offset of this ring's first buffer in region 0
 }
 
-// newRingInfo wraps the ring's eventfd for the runtime poller. It takes ownership of efd. The fd
-// must be non-blocking for the poller; the flag is shared with the peer's copy of the fd, which
-// every memif implementation creates non-blocking anyway (EFD_NONBLOCK).
+// newRingInfo wraps the ring's eventfd for the runtime poller. It takes ownership of efd. The
+// poller takes only a non-blocking fd, and the flag lives in the open file description the peer
+// shares: every memif implementation creates it non-blocking (EFD_NONBLOCK), a peer that clears
+// it between our fcntl and os.NewFile leaves a file the poller refused, which is refused here.
+// Later changes of the flag do not matter: nothing reads or writes the fd in a way that blocks.
 func newRingInfo(r ring.Ring, efd int, bufBase uint32) (ringInfo, error) {
 	if err := unix.SetNonblock(efd, true); err != nil {
 		unix.Close(efd)
 		return ringInfo{}, fmt.Errorf("ring eventfd: %w", err)
 	}
-	return ringInfo{r: r, eventfd: efd, efile: os.NewFile(uintptr(efd), "memif-eventfd"), bufBase: bufBase}, nil
+	f := os.NewFile(uintptr(efd), "memif-eventfd")
+	if err := f.SetReadDeadline(time.Time{}); err != nil {
+		f.Close()
+		return ringInfo{}, fmt.Errorf("ring eventfd: not pollable (the peer cleared O_NONBLOCK on it): %w", err)
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return ringInfo{}, fmt.Errorf("ring eventfd: %w", err)
+	}
+	return ringInfo{r: r, eventfd: efd, efile: f, erc: rc, bufBase: bufBase}, nil
 }
 
 // checkEventfd refuses an fd that is not an eventfd. The kernel names the fd's kind in

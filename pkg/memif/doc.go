@@ -8,7 +8,8 @@
 // through the interface's queues in bursts: RxQueue.RxBurst and TxQueue.TxBurst copy between
 // shared memory and the caller's slices; a zero-copy client (Config.ZeroCopy) also has RxBurstZC,
 // TxBurstZC and Alloc, which hand out views of a buffer Pool instead. The bursts never allocate or
-// block, take no mutex, and make no system call but the eventfd signal a peer asked for.
+// block, take no mutex, and make no system call: the eventfd signal a sleeping peer asked for is
+// handed to a goroutine of the transmit queue's own, so that no peer can make a burst wait.
 //
 // # Who may call what, from which goroutine
 //

@@ -10,19 +10,24 @@ import (
 	"github.com/memifnet/memifnet/pkg/socket"
 )
 
-// A region whose file is not sealed against shrinking (alloc.Region.Truncatable: a hugepage pool
-// unit this side mapped and passed to the peer, or a file the peer passed us) can be cut short
-// by the peer at any time, and touching the mapping past the new end faults with SIGBUS, which
-// would kill the process. On a connection with such a region, every burst and every Wait runs
-// with the Go runtime's panic-on-fault set, and a fault in the connection's shared memory is
-// turned into a link-down: the peer gets a DISCONNECT with the reason, Err and the log say it,
-// and the interface goes on as after any disconnect (a client reconnects, a server waits). A
-// connection whose regions are all sealed (memfds with F_SEAL_SHRINK: ours, DPDK's and
-// libmemif's in copy mode) pays one nil check per call.
+// A region that can fault (alloc.Region.MayFault) kills the process that touches the hole with
+// SIGBUS. Two kinds: a file not sealed against shrinking (a hugepage pool unit this side mapped
+// and passed to the peer, or a file the peer passed us), which the peer can cut short at any
+// time; and hugetlbfs memory, sealed or not, where the peer can punch a hole (fallocate; no seal
+// but F_SEAL_WRITE prevents that, and a shared writable mapping rules that seal out) that is
+// refilled on the next touch only if a free huge page is left, and where a peer region this side
+// maps without a reservation (MAP_NORESERVE, so that a sparse peer region reserves nothing here)
+// is filled on first touch the same way. On a connection with such a region, every burst and
+// every Wait runs with the Go runtime's panic-on-fault set, and a fault in the connection's shared
+// memory is turned into a link-down: the peer gets a DISCONNECT with the reason, Err and the log
+// say it, and the interface goes on as after any disconnect (a client reconnects, a server waits).
+// A connection whose regions are all sealed memfds of ordinary memory (ours, DPDK's and
+// libmemif's in copy mode; a hole punched there is refilled with a fresh page) pays one nil check
+// per call.
 //
 // Zero-copy buffers handed to the caller (RxBurstZC, Alloc) are views of the pool region and are
-// touched in the caller's code, where no fault is caught: a zero-copy pool shared with an
-// untrusted peer must be sealed (the default private pool is).
+// touched in the caller's code, where no fault is caught: that is why a zero-copy pool must be a
+// sealed memfd of ordinary memory (NewPool refuses anything else).
 
 // FaultError is why a link went down after its shared memory faulted.
 type FaultError struct {
@@ -31,29 +36,25 @@ type FaultError struct {
 }
 
 func (e *FaultError) Error() string {
-	return fmt.Sprintf("shared memory fault at %#x in region %d: the peer cut the region short", e.Addr, e.Region)
+	return fmt.Sprintf("shared memory fault at %#x in region %d: the peer cut the region short or punched a hole in it", e.Addr, e.Region)
 }
 
 // faultTrap catches faults in one connection's shared memory.
 type faultTrap struct {
 	regions [][]byte
-	ctl     *socket.Conn
-
-	once sync.Once
-	mu   sync.Mutex
-	err  *FaultError
+	brk     *breaker // the connection's: a fault ends it
 }
 
-// newFaultTrap returns a trap for c, or nil when none of its regions can shrink.
+// newFaultTrap returns a trap for c, or nil when none of its regions can fault.
 func newFaultTrap(c *connection) *faultTrap {
 	need := false
 	for _, r := range c.regions {
-		need = need || r.Truncatable
+		need = need || r.MayFault
 	}
 	if !need {
 		return nil
 	}
-	return &faultTrap{regions: c.mems(), ctl: c.ctl}
+	return &faultTrap{regions: c.mems(), brk: c.brk}
 }
 
 // arm turns the calling goroutine's faults into panics for the burst that follows; pass what it
@@ -74,7 +75,7 @@ func (t *faultTrap) caught(q *queue, armed bool) {
 		panic(r)
 	}
 	q.release()
-	t.fire(fe)
+	t.brk.fire(fe)
 }
 
 // owns says whether panic value r is a fault in one of the regions.
@@ -94,35 +95,45 @@ func (t *faultTrap) owns(r any) *FaultError {
 	return nil
 }
 
-// fire records the first fault and wakes the connection's control goroutine, which is reading
-// the control socket: it sees the fault and disconnects.
-func (t *faultTrap) fire(fe *FaultError) {
-	t.once.Do(func() {
-		t.mu.Lock()
-		t.err = fe
-		t.mu.Unlock()
-		_ = t.ctl.SetReadDeadline(time.Unix(1, 0))
+// breaker ends a connection from the data path: a fault in shared memory or a misbehaving
+// eventfd is recorded here, and the connection's control goroutine, which is reading the control
+// socket, is woken to disconnect with that reason.
+type breaker struct {
+	ctl *socket.Conn
+
+	once sync.Once
+	mu   sync.Mutex
+	err  error
+}
+
+// fire records the first reason and wakes the control goroutine.
+func (b *breaker) fire(err error) {
+	b.once.Do(func() {
+		b.mu.Lock()
+		b.err = err
+		b.mu.Unlock()
+		_ = b.ctl.SetReadDeadline(time.Unix(1, 0))
 	})
 }
 
-// fault is the recorded fault, or nil.
-func (t *faultTrap) fault() *FaultError {
-	if t == nil {
+// reason is what fire recorded, or nil.
+func (b *breaker) reason() error {
+	if b == nil {
 		return nil
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.err
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
 
-// afterServe is what ended a connection that serveConnected stopped serving: a fault (the peer
-// gets a DISCONNECT saying so) or reason.
+// afterServe is what ended a connection that serveConnected stopped serving: a reason the data
+// path found (the peer gets a DISCONNECT saying so) or reason.
 func (c *connection) afterServe(reason error) error {
-	fe := c.trap.fault()
-	if fe == nil {
+	err := c.brk.reason()
+	if err == nil {
 		return reason
 	}
 	_ = c.ctl.SetDeadline(time.Now().Add(time.Second))
-	_ = c.ctl.Send(socket.Disconnect{Reason: fe.Error()}, -1)
-	return fe
+	_ = c.ctl.Send(socket.Disconnect{Reason: err.Error()}, -1)
+	return err
 }

@@ -39,7 +39,7 @@ func (p *rawPeer) makeUnsealedMemory() {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	if !r.Truncatable {
+	if !r.MayFault {
 		p.t.Fatal("an unsealed memfd is reported sealed")
 	}
 	p.region = r

@@ -103,7 +103,7 @@ func caughtPair(rx, tx *queue, armed bool) {
 		if fe := q.trap.owns(r); fe != nil {
 			rx.release()
 			tx.release()
-			q.trap.fire(fe)
+			q.trap.brk.fire(fe)
 			return
 		}
 	}

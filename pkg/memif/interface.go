@@ -75,29 +75,38 @@ func Open(cfg Config) (*Interface, error) {
 		i.tx[k].guard.Store(guardDown)
 		i.tx[k].eventfd = -1
 	}
+	for _, q := range i.tx {
+		q.kicker = newKicker()
+	}
+	if err := i.start(); err != nil {
+		for _, q := range i.tx {
+			q.kicker.stop()
+		}
+		return nil, err
+	}
+	return i, nil
+}
+
+// start starts listening (server) or connecting (client).
+func (i *Interface) start() (err error) {
+	cfg := i.cfg
 	if cfg.Role == RoleServer {
 		srv, err := registerServer(i)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		i.srv = srv
-		return i, nil
+		return nil
 	}
 	if cfg.ZeroCopy {
 		i.pool = cfg.Pool
 		if i.pool == nil {
 			if i.pool, err = privatePool(cfg); err != nil {
-				return nil, err
+				return err
 			}
-			if r := i.pool.region.FallbackReason; r != "" {
-				i.log.Info("memif: zero-copy pool not on hugepages", "reason", r)
-			}
-		}
-		if i.pool.region.Truncatable {
-			i.log.Warn("memif: the zero-copy pool is a file the peer can truncate; a truncation faults in the code that touches received or allocated buffers (use a sealed pool with an untrusted peer)")
 		}
 		if err := i.pool.join(); err != nil {
-			return nil, err
+			return err
 		}
 		for k, q := range i.rx {
 			q.zc = i.pool.shares[k]
@@ -111,7 +120,7 @@ func Open(cfg Config) (*Interface, error) {
 	i.stop = make(chan struct{})
 	i.done = make(chan struct{})
 	go i.runClient()
-	return i, nil
+	return nil
 }
 
 // Config returns the interface's configuration with defaults filled in.
@@ -212,10 +221,25 @@ func (i *Interface) attach(c *connection) error {
 	}
 	mems := c.mems()
 	client := i.cfg.Role == RoleClient
+	rxName, txName := "M2S", "S2M"
+	if !client {
+		rxName, txName = txName, rxName
+	}
+	c.brk = &breaker{ctl: c.ctl}
 	c.trap = newFaultTrap(c)
+	for k, ri := range txRings {
+		name := fmt.Sprintf("%s ring %d", txName, k)
+		if err := i.tx[k].kicker.set(ri.eventfd, name, c.brk); err != nil {
+			for _, q := range i.tx[:k] {
+				q.kicker.release()
+			}
+			return err
+		}
+	}
 	for k, ri := range rxRings {
 		q := i.rx[k]
-		q.setConn(ri, mems, client, c.bufSize, c.trap)
+		q.setConn(ri, mems, client, c.bufSize, c)
+		q.ringName = fmt.Sprintf("%s ring %d", rxName, k)
 		switch {
 		case q.zc != nil:
 			q.armFromStash() // so the server can send before our first poll, as in copy mode
@@ -226,7 +250,7 @@ func (i *Interface) attach(c *connection) error {
 	}
 	for k, ri := range txRings {
 		q := &i.tx[k].queue
-		q.setConn(ri, mems, client, c.bufSize, c.trap)
+		q.setConn(ri, mems, client, c.bufSize, c)
 		q.unpark()
 	}
 	i.pending = nil
@@ -249,9 +273,11 @@ func (i *Interface) attach(c *connection) error {
 }
 
 // setConn points the queue at a ring of a new connection. The queue must be parked.
-func (q *queue) setConn(ri ringInfo, mems [][]byte, client bool, bufSize uint32, trap *faultTrap) {
+func (q *queue) setConn(ri ringInfo, mems [][]byte, client bool, bufSize uint32, c *connection) {
 	q.ring = ri.r
-	q.trap = trap
+	q.trap = c.trap
+	q.brk = c.brk
+	q.erc = ri.erc
 	q.regions = mems
 	q.client = client
 	q.eventfd = ri.eventfd
@@ -297,6 +323,7 @@ func (i *Interface) detach(c *connection, reason error) {
 	for _, q := range i.tx {
 		q.recoverZC(false)
 		q.clearConn()
+		q.kicker.release()
 	}
 	if err := c.close(); err != nil {
 		i.log.Warn("memif: releasing connection resources", "err", err)
@@ -311,8 +338,8 @@ func (i *Interface) detach(c *connection, reason error) {
 func (q *queue) clearConn() {
 	q.ring = ring.Ring{}
 	q.regions, q.bufs = nil, nil
-	q.eventfd, q.efile = -1, nil
-	q.trap = nil
+	q.eventfd, q.efile, q.erc = -1, nil, nil
+	q.trap, q.brk = nil, nil
 }
 
 // Close disconnects (sending DISCONNECT with a reason to the peer), stops reconnecting, releases
@@ -351,6 +378,9 @@ func (i *Interface) Close() error {
 		}
 	} else {
 		i.srv.unregister(i)
+	}
+	for _, q := range i.tx {
+		q.kicker.stop()
 	}
 	return nil
 }

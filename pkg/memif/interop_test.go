@@ -1,7 +1,7 @@
 package memif_test
 
 // Interop with DPDK 22.11's net_memif PMD (Debian packages dpdk-dev and librte-net-memif23),
-// driven by dpdk-testpmd through ../shared/tools/dpdk-memif-peer.sh. Each case starts a fresh
+// driven by dpdk-testpmd through internal/dpdkpeer. Each case starts a fresh
 // testpmd: DPDK 22.11's memif server may segfault when a client leaves (and with 2 queues right
 // after connect), and its client never reconnects. testpmd's exit status and end-of-run summary
 // are therefore never trusted: the counters checked are the ones it logs while still connected,
@@ -108,14 +108,14 @@ func connect(t *testing.T, c interopCase, dpdkMode string, pktSize int, wantUp b
 	}
 	opts := dpdkpeer.Options{
 		Socket: dpdkSock, FSSocket: c.fsSocket, Mode: dpdkMode, PktSize: pktSize, BSize: c.bsize,
-		Queues: c.queues, Secret: c.dpdkSecret, MAC: dpdkMAC, Core: 1, LogDir: t.TempDir(), ConnectTO: 30,
+		Queues: c.queues, Secret: c.dpdkSecret, MAC: dpdkMAC, Core: 1, LogDir: t.TempDir(), ConnectTimeout: 30 * time.Second,
 	}
 	if !wantUp && c.goServer {
-		// A refused DPDK client never retries: let the script give up soon. A DPDK server keeps
-		// the default, since the script counts from its own start (testpmd's start included, which
+		// A refused DPDK client never retries: let the peer give up soon. A DPDK server keeps
+		// the default, since the peer counts from its own start (testpmd's start included, which
 		// under load took most of 3 s) and stopping the server mid-handshake turned the Go
 		// client's "Incorrect secret" into "ID not found"; the test stops it itself.
-		opts.ConnectTO = 3
+		opts.ConnectTimeout = 3 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
@@ -133,7 +133,7 @@ func connect(t *testing.T, c interopCase, dpdkMode string, pktSize int, wantUp b
 				l.peer.Kill()
 			}
 			if t.Failed() {
-				t.Logf("dpdk-memif-peer output:\n%s", l.peer.Output())
+				t.Logf("dpdkpeer output:\n%s", l.peer.Output())
 				t.Logf("testpmd log (tail):\n%s", tail(l.peer.Log(), 40))
 				t.Logf("Go side log:\n%s", logs.String())
 			}
@@ -153,7 +153,7 @@ func connect(t *testing.T, c interopCase, dpdkMode string, pktSize int, wantUp b
 	} else {
 		cfg.Role, opts.Role = memif.RoleClient, "server"
 		start()
-		if err := l.peer.WaitLine(ctx, "memif-peer: listening"); err != nil {
+		if err := l.peer.Wait(ctx, dpdkpeer.Listening); err != nil {
 			t.Fatal(err)
 		}
 		open()
@@ -165,7 +165,7 @@ func connect(t *testing.T, c interopCase, dpdkMode string, pktSize int, wantUp b
 		t.Fatalf("Go side: link not up: %v", err)
 	}
 	if !c.early {
-		if err := l.peer.WaitLine(ctx, "memif-peer: connected"); err != nil {
+		if err := l.peer.Wait(ctx, dpdkpeer.Connected); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -180,11 +180,8 @@ func connect(t *testing.T, c interopCase, dpdkMode string, pktSize int, wantUp b
 // segfault when the link goes down, status 139, which is DPDK's bug, not ours).
 func (l *link) stop(t *testing.T) dpdkpeer.Result {
 	t.Helper()
-	r, err := l.peer.Stop()
-	if err != nil {
-		t.Fatalf("testpmd summary: %v", err)
-	}
-	t.Logf("testpmd: rx_pkts=%d tx_pkts=%d rx_bytes=%d tx_bytes=%d testpmd_status=%s script_exit=%d",
+	r := l.peer.Stop()
+	t.Logf("testpmd: rx_pkts=%d tx_pkts=%d rx_bytes=%d tx_bytes=%d testpmd_status=%d peer_exit=%d",
 		r.RxPkts, r.TxPkts, r.RxBytes, r.TxBytes, r.TestpmdStatus, r.ExitCode)
 	return r
 }
@@ -519,7 +516,7 @@ func TestDPDKTxToGo(t *testing.T) {
 			// Stop testpmd while we keep draining; everything it counted as sent before its
 			// last counters line must have reached us by the time the link goes down.
 			res := make(chan dpdkpeer.Result, 1)
-			go func() { r, _ := l.peer.Stop(); res <- r }()
+			go func() { res <- l.peer.Stop() }()
 			stopBy := time.Now().Add(30 * time.Second)
 			for l.iface.Up() {
 				if receive() == 0 && time.Now().After(stopBy) {
@@ -527,7 +524,7 @@ func TestDPDKTxToGo(t *testing.T) {
 				}
 			}
 			r := <-res
-			t.Logf("Go received %d; testpmd: tx_pkts=%d (last logged) testpmd_status=%s", got, r.TxPkts, r.TestpmdStatus)
+			t.Logf("Go received %d; testpmd: tx_pkts=%d (last logged) testpmd_status=%d", got, r.TxPkts, r.TestpmdStatus)
 			if r.TxPkts == 0 || got < r.TxPkts {
 				t.Errorf("Go received %d packets, testpmd logged %d sent", got, r.TxPkts)
 			}
@@ -586,22 +583,22 @@ func TestDPDKWrongSecret(t *testing.T) {
 		if !errors.As(err, &pe) || pe.Reason != "Incorrect secret" {
 			t.Fatalf("WaitUp = %v, want *memif.PeerError %q", err, "Incorrect secret")
 		}
-		if l.peer.HasLine("memif-peer: connected") {
+		if l.peer.Seen(dpdkpeer.Connected) {
 			t.Error("testpmd reports a connection with a wrong secret")
 		}
 		l.stop(t)
 	})
 	t.Run("GoServer", func(t *testing.T) {
 		l := connect(t, interopCase{goServer: true, size: 64, goSecret: "right", dpdkSecret: "wrong"}, "io", 0, false)
-		// A refused DPDK client never retries; the script gives up after its connect timeout.
+		// A refused DPDK client never retries; the peer gives up after its connect timeout.
 		select {
 		case <-l.peer.Done():
 		case <-time.After(30 * time.Second):
 			t.Fatal("testpmd client still running 30s after being refused")
 		}
 		r := l.stop(t)
-		if l.peer.HasLine("memif-peer: connected") || r.ExitCode != 2 {
-			t.Errorf("testpmd client with a wrong secret: script exit %d (want 2, never connected)", r.ExitCode)
+		if l.peer.Seen(dpdkpeer.Connected) || r.ExitCode != dpdkpeer.ExitNeverConnected {
+			t.Errorf("testpmd client with a wrong secret: peer exit %d (want %d, never connected)", r.ExitCode, dpdkpeer.ExitNeverConnected)
 		}
 		if l.iface.Up() {
 			t.Error("Go server is up with a client that has the wrong secret")

@@ -27,9 +27,16 @@ func TestPortConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := memif.Config{Role: memif.RoleServer, Socket: "/run/memifnet/slot-000/link/memif.sock", ID: 3,
-		Secret: "s3cret", Mode: memif.ModeEthernet, Name: "east", RxQueues: 2, TxQueues: 2, RingSize: 512, BufferSize: 2048}
+		Secret: "s3cret", Mode: memif.ModeEthernet, Name: "east", RxQueues: 2, TxQueues: 2, RingSize: 512, BufferSize: 2048,
+		MaxRegionBytes: memif.DefaultMaxRegionBytes}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("PortConfig() = %+v\nwant %+v", cfg, want)
+	}
+	// A server admits what a client with the port's own sizes announces, zero-copy pool included.
+	big := s
+	big.Queues, big.RingSize, big.BufferSize = 8, 32768, 9000
+	if cfg, err := memif.PortConfig(big); err != nil || cfg.MaxRegionBytes < 3*8*32768*9000 {
+		t.Fatalf("server limit for 8 queues of 32768 x 9000 B: %d, %v", cfg.MaxRegionBytes, err)
 	}
 	// zeroCopy reaches a client's Config; a server copies.
 	s.ZeroCopy = true

@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
@@ -33,11 +34,14 @@ const (
 type queue struct {
 	guard atomic.Int32
 
-	ring    ring.Ring
-	regions [][]byte // every region of the connection, by index
-	client  bool     // we are the client: we write head and own the buffers
-	eventfd int      // the ring's interrupt eventfd
-	efile   *os.File // the same eventfd in the runtime poller (Rx: Wait sleeps on it)
+	ring     ring.Ring
+	regions  [][]byte        // every region of the connection, by index
+	client   bool            // we are the client: we write head and own the buffers
+	eventfd  int             // the ring's interrupt eventfd
+	efile    *os.File        // the same eventfd in the runtime poller (Rx: Wait sleeps on it)
+	erc      syscall.RawConn // efile's raw reads (Rx: Wait drains with them)
+	ringName string          // "S2M ring 0": what a DISCONNECT about its eventfd names
+	brk      *breaker        // the connection's: ends it with a reason
 
 	// The client's own buffers for this ring: buffer of slot s is at bufBase+s*bufSize in region
 	// bufRegion. Never read back from shared memory, where the peer could change it.
@@ -151,7 +155,8 @@ type RxQueue struct {
 // TxQueue sends packets. It has one owner: call TxBurst from one goroutine at a time.
 type TxQueue struct {
 	queue
-	index int
+	index  int
+	kicker *kicker // signals the peer on a goroutine of its own (interrupt.go)
 }
 
 // Index is the queue number.

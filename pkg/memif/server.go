@@ -345,6 +345,15 @@ func (i *Interface) addRegion(c *connection, msg socket.AddRegion, fd int) error
 		closeFd(fd)
 		return fmt.Errorf("region index %d out of order (expected %d, at most %d)", msg.Index, len(c.regions), helloMaxRegion)
 	}
+	var total uint64
+	for _, r := range c.regions {
+		total += uint64(len(r.Mem))
+	}
+	if limit := i.cfg.MaxRegionBytes; msg.Size > limit || total+msg.Size > limit {
+		closeFd(fd)
+		// The reason must fit DISCONNECT's 96 bytes: the limit first.
+		return fmt.Errorf("over the server's region limit of %d bytes (MaxRegionBytes): %d in all", limit, total+msg.Size)
+	}
 	r, err := alloc.MapRegion(fd, msg.Size)
 	if err != nil {
 		return fmt.Errorf("region %d: %v", msg.Index, err)

@@ -104,10 +104,23 @@ type PoolConfig struct {
 	// rings of R slots, 5R leaves R to the application.
 	Buffers    int
 	BufferSize int
-	// Memory and NewRegion are as in Config.
-	Memory    alloc.Backing
+	// Memory backs the pool: BackingAuto and BackingMemfd give a memfd of ordinary pages, sealed
+	// against shrinking and growing and faulted in by this process, which pays for it.
+	// BackingHugepages is refused: the application touches pool buffers itself, where no fault
+	// is trapped, and a peer can punch a hole into hugetlbfs memory (only F_SEAL_WRITE would stop
+	// that, and it rules out the peer's writable mapping) that is refilled on the next touch only
+	// while a free huge page is left: else SIGBUS in the application. In ordinary memory a
+	// punched hole reads as zeros.
+	Memory alloc.Backing
+	// NewRegion, when set, creates the pool's region instead; it must be one that cannot fault
+	// (alloc.Region.MayFault false: a sealed memfd of ordinary memory), or NewPool refuses it.
 	NewRegion func(name string, size int) (*alloc.Region, error)
 }
+
+// errPoolMayFault is why NewPool refuses memory a peer could make fault under the application.
+var errPoolMayFault = errors.New("the region can fault when the peer truncates it or punches a hole into it " +
+	"(a file, such as a hugepage pool unit, or hugetlbfs memory): zero-copy buffers are touched by the " +
+	"application, where a fault kills the process; use a sealed memfd of ordinary memory (alloc.BackingMemfd)")
 
 // NewPool creates a pool. Close it after every interface using it is closed.
 func NewPool(c PoolConfig) (*Pool, error) {
@@ -121,13 +134,20 @@ func NewPool(c PoolConfig) (*Pool, error) {
 	}
 	var region *alloc.Region
 	var err error
-	if c.NewRegion != nil {
+	switch {
+	case c.NewRegion != nil:
 		region, err = c.NewRegion("memif-pool-"+c.Name, int(size))
-	} else {
-		region, err = alloc.NewRegion("memif-pool-"+c.Name, int(size), c.Memory)
+	case c.Memory == alloc.BackingHugepages:
+		return nil, fmt.Errorf("memif pool %q: hugepages: %w", c.Name, errPoolMayFault)
+	default:
+		region, err = alloc.NewRegion("memif-pool-"+c.Name, int(size), alloc.BackingMemfd)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("memif pool %q: %w", c.Name, err)
+	}
+	if region.MayFault {
+		region.Close()
+		return nil, fmt.Errorf("memif pool %q: %w", c.Name, errPoolMayFault)
 	}
 	p := &Pool{region: region, bufSize: c.BufferSize, shares: make([]*zcShare, c.Pairs)}
 	for k := range p.shares {

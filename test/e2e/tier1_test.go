@@ -17,6 +17,7 @@ import (
 	"github.com/memifnet/memifnet/internal/kubeletfake"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 	"github.com/memifnet/memifnet/test/e2e/node"
 )
@@ -120,7 +121,7 @@ func TestTier1ContainerdCNI(t *testing.T) {
 			b, _ := json.Marshal(spec)
 			t.Fatalf("port.json of %s: %s; want port %s, role %s, link t1-link, socket in /run/memifnet/%s/link", p.name, b, p.port, p.role, p.slot)
 		}
-		if mps, _ := node.Mounts(filepath.Join(s.StateDir(), "sockets", p.slot, "link")); len(mps) != 1 {
+		if mps, _ := testutil.Mounts(filepath.Join(s.StateDir(), "sockets", p.slot, "link")); len(mps) != 1 {
 			t.Fatalf("after ADD of %s: mounts on the slot's link/: %q, want one", p.name, mps)
 		}
 	}

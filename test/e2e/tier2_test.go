@@ -234,8 +234,10 @@ func TestTier2Kubelet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(entries, []string{"link", "port.json"}) {
-			t.Errorf("%s's slot %s holds %q, want only link and port.json", n, slot, entries)
+		// What ADD writes for the new pod (port.json and the ready configs beside it, docs/peers.md),
+		// nothing the old tenant left.
+		if want := []string{"dpdk.app-args", "dpdk.args", "link", "port.env", "port.json", "vpp.cli"}; !slices.Equal(entries, want) {
+			t.Errorf("%s's slot %s holds %q, want only %q", n, slot, entries, want)
 		}
 		spec, err := portspec.Read(filepath.Join(s.StateDir(), "sockets", slot, "port.json"))
 		if err != nil || spec.Link != "t2-link-b" {

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 	"github.com/memifnet/memifnet/test/e2e/cluster"
 	"github.com/memifnet/memifnet/test/e2e/node"
@@ -350,7 +351,7 @@ func (x *tier3) draLeftovers(t *testing.T, slots []string) []string {
 	for _, s := range specs {
 		left = append(left, "file "+s)
 	}
-	mounts, err := node.Mounts(t3DRADir)
+	mounts, err := testutil.Mounts(t3DRADir)
 	if err != nil {
 		t.Fatal(err)
 	}

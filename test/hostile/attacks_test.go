@@ -317,7 +317,7 @@ func TestAttackFdsAcrossScrub(t *testing.T) {
 	for _, e := range ents {
 		got = append(got, e.Name())
 	}
-	if strings.Join(got, ",") != "link,port.json" {
+	if strings.Join(got, ",") != "dpdk.app-args,dpdk.args,link,port.env,port.json,vpp.cli" { // what ADD wrote for B, nothing of A's
 		t.Fatalf("B's slot holds %v", got)
 	}
 	if s := pp.must("mapread", "unit", "1024", "16"); s == "tenant B packets" {

@@ -23,7 +23,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,38 +41,17 @@ import (
 
 const poolRes = names.ResourcePrefix + names.DefaultPool
 
-var (
-	binDir    string
-	buildOnce sync.Once
-	buildErr  error
-)
-
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "hostile-bin")
-	if err != nil {
-		panic(err)
-	}
-	binDir = dir
 	code := m.Run()
-	os.RemoveAll(dir)
+	testutil.RemoveBuilt()
 	os.Exit(code)
 }
 
 // bins builds the node agents and the pod simulator once, static, as the image does.
 func bins(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		cmd := exec.Command("go", "build", "-trimpath", "-o", binDir+"/",
-			"../../cmd/memif-deviceplugin", "../../cmd/memif-cni", "../../cmd/memif-cni-podinfo", "./podsim")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
+	return testutil.Built(t, testutil.Build{Pkgs: []string{
+		"../../cmd/memif-deviceplugin", "../../cmd/memif-cni", "../../cmd/memif-cni-podinfo", "./podsim"}})
 }
 
 // node is one node: a kubelet stand-in, memif-deviceplugin running against it with 4 slots and 2
@@ -301,7 +279,7 @@ func (n *node) start(p *pod, as runAs, bindMode string) *proc {
 	podRoot := filepath.Join(n.root, "pods", fmt.Sprintf("%s-%d", p.Name, time.Now().UnixNano()))
 	must(n.t, os.MkdirAll(podRoot, 0o755))
 	script := []string{"set -e", "mount -t tmpfs -o size=16m pod " + podRoot, "touch " + podRoot + "/podsim",
-		"mount --bind " + filepath.Join(binDir, "podsim") + " " + podRoot + "/podsim"}
+		"mount --bind " + filepath.Join(bins(n.t), "podsim") + " " + podRoot + "/podsim"}
 	for _, m := range p.mounts {
 		target := podRoot + m[1]
 		fi, err := os.Stat(m[0])

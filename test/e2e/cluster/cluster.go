@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/test/e2e/node"
 )
 
@@ -356,7 +357,7 @@ func (c *Cluster) Down() error {
 			errs = append(errs, fmt.Errorf("undo %s: %w", ch, err))
 		}
 	}
-	if err := node.UnmountBelow(c.Base); err != nil {
+	if err := testutil.UnmountAll(c.Base); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -383,7 +384,7 @@ func removeNewEntries(before []string, dirs ...string) error {
 			if had[e] {
 				continue
 			}
-			if err := node.UnmountBelow(e); err != nil {
+			if err := testutil.UnmountAll(e); err != nil {
 				errs = append(errs, err)
 			}
 			if err := os.RemoveAll(e); err != nil {

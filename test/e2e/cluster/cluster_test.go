@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 // The PKI is what the components are configured with: the API server's certificate verifies
@@ -110,7 +112,7 @@ func TestSnapshotLeaks(t *testing.T) {
 
 // The propagation of the host's mounts reads as mount(8) names it.
 func TestMountinfoPropagation(t *testing.T) {
-	ms, err := mountinfo()
+	ms, err := safefs.ReadMountinfo()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,10 +120,10 @@ func TestMountinfoPropagation(t *testing.T) {
 		t.Fatal("no mounts")
 	}
 	for _, m := range ms {
-		switch m.Propagation {
+		switch p := m.Propagation(); p {
 		case "private", "shared", "slave", "shared,slave", "unbindable":
 		default:
-			t.Errorf("%s: propagation %q", m.Path, m.Propagation)
+			t.Errorf("%s: propagation %q", m.Point, p)
 		}
 	}
 }

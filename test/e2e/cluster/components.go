@@ -319,37 +319,13 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	})
 }
 
-// kubeletConfig is the KubeletConfiguration: serving on 127.0.0.1 with a certificate from the
-// cluster CA, clients authenticated by that CA or by token (webhook) and authorized by the API
-// server, cgroupfs on cgroup v1, and no image garbage collection (nothing can be pulled again).
+// kubeletConfig is the KubeletConfiguration of a cluster member (node.KubeletTLS), with a serving
+// certificate from the cluster CA.
 func (c *Cluster) kubeletConfig() string {
 	p := c.pki().Path
-	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-containerRuntimeEndpoint: unix://%[1]s
-imageServiceEndpoint: unix://%[1]s
-cgroupDriver: cgroupfs
-failSwapOn: false
-failCgroupV1: false
-address: 127.0.0.1
-port: 10250
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: 10248
-tlsCertFile: %[2]s
-tlsPrivateKeyFile: %[3]s
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-  x509: {clientCAFile: %[4]s}
-authorization: {mode: Webhook}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
-resolvConf: /etc/resolv.conf
-registerNode: true
-syncFrequency: 10s
-`, c.ContainerdSock(), p("kubelet-serving.crt"), p("kubelet-serving.key"), p("ca.crt"))
+	return node.KubeletConfig{ContainerdSock: c.ContainerdSock(), TLS: &node.KubeletTLS{
+		CertFile: p("kubelet-serving.crt"), KeyFile: p("kubelet-serving.key"), ClientCAFile: p("ca.crt"),
+	}}.YAML()
 }
 
 func (c *Cluster) startKubelet(ctx context.Context) error {

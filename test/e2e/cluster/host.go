@@ -1,18 +1,17 @@
 package cluster
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/memifnet/memifnet/test/e2e/node"
+	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 // Change is one change the cluster made to the host outside its base directory. Each is written
@@ -50,7 +49,7 @@ func (c Change) String() string {
 func (c Change) undo() error {
 	switch c.Kind {
 	case "path":
-		if err := node.UnmountBelow(c.Path); err != nil {
+		if err := testutil.UnmountAll(c.Path); err != nil {
 			return err
 		}
 		if err := os.RemoveAll(c.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -88,72 +87,17 @@ func (c Change) undo() error {
 	return fmt.Errorf("unknown change kind %q", c.Kind)
 }
 
-// mountEntry is one line of /proc/self/mountinfo.
-type mountEntry struct {
-	ID, Parent  int
-	Path        string
-	Propagation string
-}
-
-// mountinfo reads /proc/self/mountinfo.
-func mountinfo() ([]mountEntry, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []mountEntry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 7 {
-			continue
-		}
-		var e mountEntry
-		fmt.Sscan(fields[0], &e.ID)
-		fmt.Sscan(fields[1], &e.Parent)
-		e.Path = unescapeMount(fields[4])
-		// Optional fields (shared:N, master:N, unbindable) run from field 7 to the "-".
-		var tags []string
-		for _, opt := range fields[6:] {
-			if opt == "-" {
-				break
-			}
-			switch {
-			case strings.HasPrefix(opt, "shared:"):
-				tags = append(tags, "shared")
-			case strings.HasPrefix(opt, "master:"):
-				tags = append(tags, "slave")
-			case opt == "unbindable":
-				tags = append(tags, "unbindable")
-			}
-		}
-		sort.Strings(tags)
-		e.Propagation = strings.Join(tags, ",")
-		if e.Propagation == "" {
-			e.Propagation = "private"
-		}
-		out = append(out, e)
-	}
-	return out, sc.Err()
-}
-
-func unescapeMount(s string) string {
-	return strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(s)
-}
-
 // propagationBelow is the propagation of / and every mount below it, as `mount --make-rshared /`
 // is about to change them.
 func propagationBelow(root string) ([]MountProp, error) {
-	all, err := mountinfo()
+	all, err := safefs.ReadMountinfo()
 	if err != nil {
 		return nil, err
 	}
 	var out []MountProp
 	for _, m := range all {
-		if m.Path == root || strings.HasPrefix(m.Path, strings.TrimSuffix(root, "/")+"/") {
-			out = append(out, MountProp{Path: m.Path, Propagation: m.Propagation})
+		if m.Point == root || strings.HasPrefix(m.Point, strings.TrimSuffix(root, "/")+"/") {
+			out = append(out, MountProp{Path: m.Point, Propagation: m.Propagation()})
 		}
 	}
 	return out, nil
@@ -171,13 +115,13 @@ func makeRShared(root string) error {
 // gone since is skipped. Mounts are changed one by one, never recursively, so mounts made since
 // by someone else keep theirs.
 func restorePropagation(before []MountProp) error {
-	now, err := mountinfo()
+	now, err := safefs.ReadMountinfo()
 	if err != nil {
 		return err
 	}
 	present := map[string]string{}
 	for _, m := range now {
-		present[m.Path] = m.Propagation
+		present[m.Point] = m.Propagation()
 	}
 	var errs []error
 	for _, m := range before {
@@ -205,14 +149,14 @@ func restorePropagation(before []MountProp) error {
 
 // RootPropagation is the propagation of the / mount.
 func RootPropagation() (string, error) {
-	all, err := mountinfo()
+	all, err := safefs.ReadMountinfo()
 	if err != nil {
 		return "", err
 	}
 	prop := ""
 	for _, m := range all {
-		if m.Path == "/" {
-			prop = m.Propagation // the last one is the top of the stack
+		if m.Point == "/" {
+			prop = m.Propagation() // the last one is the top of the stack
 		}
 	}
 	return prop, nil

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 // hugepagesNeeded is what the node agent's default pools take (4 x 64Mi of 2Mi pages) plus room.
@@ -163,43 +164,10 @@ func (c *Cluster) primaryNetwork() map[string]any {
 // ensureHugepages raises vm.nr_hugepages so that n 2Mi pages are free; Down puts the old value
 // back.
 func (c *Cluster) ensureHugepages(n int) error {
-	free, err := meminfo("HugePages_Free")
-	if err != nil {
-		return err
-	}
-	if free >= n {
-		return nil
-	}
-	const knob = "/proc/sys/vm/nr_hugepages"
-	b, err := os.ReadFile(knob)
-	if err != nil {
-		return err
-	}
-	old := strings.TrimSpace(string(b))
-	total, _ := strconv.Atoi(old)
-	if err := c.record(Change{Kind: "sysctl", Path: knob, Args: []string{old}}); err != nil {
-		return err
-	}
-	if err := os.WriteFile(knob, []byte(strconv.Itoa(total+n-free)), 0o644); err != nil {
-		return err
-	}
-	if free, _ = meminfo("HugePages_Free"); free < n {
-		return fmt.Errorf("asked the kernel for %d more hugepages, %d are free", n, free)
-	}
-	return nil
-}
-
-func meminfo(key string) (int, error) {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, key+":"); ok {
-			return strconv.Atoi(strings.Fields(v)[0])
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/meminfo", key)
+	_, _, err := testutil.RaiseHugepages(n, func(old int) error {
+		return c.record(Change{Kind: "sysctl", Path: "/proc/sys/vm/nr_hugepages", Args: []string{strconv.Itoa(old)}})
+	})
+	return err
 }
 
 // iptablesChains lists every chain as "<family>/<table>/<chain>".

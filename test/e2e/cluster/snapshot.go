@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/memifnet/memifnet/internal/safefs"
 )
 
 // Snapshot is the host state a cluster may change: mounts (with their propagation), network
@@ -30,12 +32,12 @@ var clusterPrograms = regexp.MustCompile(`(^|/)(kube|kubelet|kube-apiserver|kube
 // TakeSnapshot reads the host state.
 func TakeSnapshot() (Snapshot, error) {
 	var s Snapshot
-	ms, err := mountinfo()
+	ms, err := safefs.ReadMountinfo()
 	if err != nil {
 		return s, err
 	}
 	for _, m := range ms {
-		s.Mounts = append(s.Mounts, m.Path+" "+m.Propagation)
+		s.Mounts = append(s.Mounts, m.Point+" "+m.Propagation())
 	}
 	sort.Strings(s.Mounts)
 	if ents, err := os.ReadDir("/run/netns"); err == nil {

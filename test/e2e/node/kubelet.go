@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 // The kubelet's paths are fixed: the device plugin API hard-codes /var/lib/kubelet.
@@ -47,7 +48,7 @@ func (s *Stack) ClaimKubeletDirs() error {
 	s.onTeardown("remove the kubelet's directories", func() error {
 		var errs []error
 		for _, d := range created {
-			if err := UnmountBelow(d); err != nil {
+			if err := testutil.UnmountAll(d); err != nil {
 				errs = append(errs, err)
 			}
 			if err := os.RemoveAll(d); err != nil {
@@ -75,29 +76,7 @@ func (s *Stack) StaticPodDir() string { return s.Path("kubelet", "manifests") }
 // StartKubelet writes the KubeletConfiguration and starts a standalone kubelet (no API server:
 // static pods only) against the stack's containerd, then waits for /healthz.
 func (s *Stack) StartKubelet(ctx context.Context, bin string) error {
-	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-staticPodPath: %s
-fileCheckFrequency: 1s
-syncFrequency: 10s
-containerRuntimeEndpoint: unix://%s
-imageServiceEndpoint: unix://%s
-cgroupDriver: cgroupfs
-failSwapOn: false
-failCgroupV1: false
-address: 127.0.0.1
-port: 10250
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: 10248
-authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
-authorization: {mode: AlwaysAllow}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
-resolvConf: /etc/resolv.conf
-registerNode: false
-`, s.StaticPodDir(), s.ContainerdSock(), s.ContainerdSock())
+	cfg := KubeletConfig{ContainerdSock: s.ContainerdSock(), StaticPodDir: s.StaticPodDir()}.YAML()
 	if err := os.MkdirAll(s.StaticPodDir(), 0o755); err != nil {
 		return err
 	}
@@ -193,44 +172,16 @@ func (s *Stack) RemovePod(name string) error {
 // EnsureHugepages makes sure n free 2Mi hugepages exist, raising vm.nr_hugepages if needed; the
 // teardown puts the old value back.
 func (s *Stack) EnsureHugepages(n int) error {
-	free, err := meminfo("HugePages_Free")
-	if err != nil {
-		return err
-	}
-	if free >= n {
+	old, now, err := testutil.RaiseHugepages(n, func(old int) error {
+		s.onTeardown("restore vm.nr_hugepages", func() error {
+			return os.WriteFile("/proc/sys/vm/nr_hugepages", []byte(strconv.Itoa(old)), 0o644)
+		})
 		return nil
-	}
-	const knob = "/proc/sys/vm/nr_hugepages"
-	b, err := os.ReadFile(knob)
-	if err != nil {
-		return err
-	}
-	old, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	want := old + n - free
-	if err := os.WriteFile(knob, []byte(strconv.Itoa(want)), 0o644); err != nil {
-		return err
-	}
-	s.onTeardown("restore vm.nr_hugepages", func() error {
-		return os.WriteFile(knob, []byte(strconv.Itoa(old)), 0o644)
 	})
-	if free, _ = meminfo("HugePages_Free"); free < n {
-		return fmt.Errorf("asked the kernel for %d hugepages, %d are free", want, free)
+	if err == nil && now != old {
+		s.Logf("vm.nr_hugepages %d -> %d", old, now)
 	}
-	s.Logf("vm.nr_hugepages %d -> %d", old, want)
-	return nil
-}
-
-func meminfo(key string) (int, error) {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, key+":"); ok {
-			return strconv.Atoi(strings.Fields(v)[0])
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/meminfo", key)
+	return err
 }
 
 // StartPlugin runs the real memif-deviceplugin with the given config against the real kubelet

@@ -14,6 +14,7 @@ import (
 	podresources "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 // SocketResource is the device plugin's slot resource.
@@ -78,7 +79,7 @@ func LeftoversIn(stateDir, devInfoDir string) ([]string, error) {
 	var out []string
 	sockets := filepath.Join(stateDir, names.SocketsSubdir)
 	for _, d := range []string{sockets, filepath.Join(stateDir, names.LinksSubdir)} {
-		mps, err := Mounts(d)
+		mps, err := testutil.Mounts(d)
 		if err != nil {
 			return nil, err
 		}

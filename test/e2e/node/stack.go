@@ -1,22 +1,21 @@
 package node
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 // Images the stack builds and imports. Names under localhost/ are left alone by the runtime's
@@ -102,7 +101,7 @@ func (s *Stack) Prepare() error {
 		return err
 	}
 	s.onTeardown("remove "+s.Base, func() error {
-		if err := UnmountBelow(s.Base); err != nil {
+		if err := testutil.UnmountAll(s.Base); err != nil {
 			return err
 		}
 		return os.RemoveAll(s.Base)
@@ -113,25 +112,11 @@ func (s *Stack) Prepare() error {
 // Build compiles the binaries (static) and the two images.
 func (s *Stack) Build(ctx context.Context) error {
 	start := time.Now()
-	bins := map[string]string{
-		"memif-cni":          "./cmd/memif-cni",
-		"memif-cni-podinfo":  "./cmd/memif-cni-podinfo",
-		"memif-deviceplugin": "./cmd/memif-deviceplugin",
-		"memif-cni-install":  "./cmd/memif-cni-install",
-		"memif-perf":         "./cmd/memif-perf",
-		"pause":              "./hack/pause",
-		"podsim":             "./test/hostile/podsim",
-		"image":              "./hack/image",
-	}
-	names := make([]string, 0, len(bins))
-	for n := range bins {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if err := s.run(ctx, s.Repo, []string{"CGO_ENABLED=0"}, "go", "build", "-o", s.Bin(n), bins[n]); err != nil {
-			return err
-		}
+	// Each binary is named after its package's directory (Bin(name)).
+	if err := (testutil.Build{Dir: s.Repo, Pkgs: []string{"./cmd/memif-cni", "./cmd/memif-cni-podinfo",
+		"./cmd/memif-deviceplugin", "./cmd/memif-cni-install", "./cmd/memif-perf", "./hack/pause",
+		"./test/hostile/podsim", "./hack/image"}}).Into(ctx, s.Path("bin")); err != nil {
+		return err
 	}
 	if err := s.run(ctx, s.Repo, nil, s.Bin("image"), "-o", s.Path("images", "memifnet.tar"), "-t", Image,
 		"-entrypoint", "/usr/local/bin/memif-deviceplugin",
@@ -176,61 +161,13 @@ func (s *Stack) StartContainerd(ctx context.Context, memif CNIPlugin) error {
 			return fmt.Errorf("%s not found: apt-get install -y containerd runc containernetworking-plugins", p)
 		}
 	}
-	binDir := s.CNIBinDir()
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
+	if err := s.installCNI(memif); err != nil {
 		return err
 	}
-	plugins, _ := filepath.Glob("/usr/lib/cni/*")
-	if len(plugins) == 0 {
-		return errors.New("no CNI plugins in /usr/lib/cni: apt-get install -y containernetworking-plugins")
-	}
-	for _, p := range plugins {
-		if err := os.Symlink(p, filepath.Join(binDir, filepath.Base(p))); err != nil {
-			return err
-		}
-	}
-	if memif != nil {
-		for _, b := range []string{"memif-cni", "memif-cni-podinfo"} {
-			if err := copyFile(s.Bin(b), filepath.Join(binDir, b), 0o755); err != nil {
-				return err
-			}
-		}
-	}
-	if err := s.WriteConflist(memif); err != nil {
-		return err
-	}
-	cfg := fmt.Sprintf(`version = 2
-root = %[1]q
-state = %[2]q
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-                    "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
-[grpc]
-  address = %[3]q
-[plugins]
-  [plugins."io.containerd.internal.v1.opt"]
-    path = %[4]q
-  [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = %[5]q
-    # Needed where root lacks CAP_SYS_RESOURCE (VMs, nested containers): without it runc cannot
-    # apply the sandbox's oom_score_adj and every RunPodSandbox fails.
-    restrict_oom_score_adj = true
-    [plugins."io.containerd.grpc.v1.cri".containerd]
-      snapshotter = "overlayfs"
-      default_runtime_name = "runc"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-        runtime_type = "io.containerd.runc.v2"
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-          SystemdCgroup = false
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = %[6]q
-      conf_dir = %[7]q
-      max_conf_num = 1
-`, s.Path("containerd", "root"), s.Path("containerd", "state"), s.ContainerdSock(), s.Path("containerd", "opt"),
-		PauseImage, binDir, s.Path("cni", "net.d"))
 	if err := os.MkdirAll(s.Path("containerd"), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(s.Path("containerd", "config.toml"), []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(s.Path("containerd", "config.toml"), []byte(s.containerdConfig()), 0o644); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -270,6 +207,65 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 	}
 	s.Logf("imported %s and %s", Image, PauseImage)
 	return nil
+}
+
+// installCNI links the CNI plugins into the stack's private bin dir (plus memif-cni when memif
+// is set) and writes the conflist.
+func (s *Stack) installCNI(memif CNIPlugin) error {
+	binDir := s.CNIBinDir()
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return err
+	}
+	plugins, _ := filepath.Glob("/usr/lib/cni/*")
+	if len(plugins) == 0 {
+		return errors.New("no CNI plugins in /usr/lib/cni: apt-get install -y containernetworking-plugins")
+	}
+	for _, p := range plugins {
+		if err := os.Symlink(p, filepath.Join(binDir, filepath.Base(p))); err != nil {
+			return err
+		}
+	}
+	if memif != nil {
+		for _, b := range []string{"memif-cni", "memif-cni-podinfo"} {
+			if err := copyFile(s.Bin(b), filepath.Join(binDir, b), 0o755); err != nil {
+				return err
+			}
+		}
+	}
+	return s.WriteConflist(memif)
+}
+
+// containerdConfig is containerd's config.toml: private root, state and socket, the stack's
+// pause image, runc with cgroupfs, and the stack's CNI directories.
+func (s *Stack) containerdConfig() string {
+	return fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+                    "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = %[3]q
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = %[4]q
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = %[5]q
+    # Needed where root lacks CAP_SYS_RESOURCE (VMs, nested containers): without it runc cannot
+    # apply the sandbox's oom_score_adj and every RunPodSandbox fails.
+    restrict_oom_score_adj = true
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "overlayfs"
+      default_runtime_name = "runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = %[6]q
+      conf_dir = %[7]q
+      max_conf_num = 1
+`, s.Path("containerd", "root"), s.Path("containerd", "state"), s.ContainerdSock(), s.Path("containerd", "opt"),
+		PauseImage, s.CNIBinDir(), s.Path("cni", "net.d"))
 }
 
 // Conflist is the one CNI configuration file containerd reads.
@@ -338,51 +334,6 @@ func (s *Stack) killShims() {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-}
-
-// Mounts lists the mount points at or below dir, deepest first.
-func Mounts(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMount(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out, sc.Err()
-}
-
-func unescapeMount(s string) string {
-	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
-	return r.Replace(s)
-}
-
-// UnmountBelow lazily unmounts every mount at or below dir, deepest first, repeating while
-// stacked mounts remain.
-func UnmountBelow(dir string) error {
-	for range 50 {
-		mps, err := Mounts(dir)
-		if err != nil || len(mps) == 0 {
-			return err
-		}
-		for _, mp := range mps {
-			if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-				return fmt.Errorf("umount %s: %w", mp, err)
-			}
-		}
-	}
-	return fmt.Errorf("mounts below %s keep coming back", dir)
 }
 
 func copyFile(src, dst string, mode os.FileMode) error {

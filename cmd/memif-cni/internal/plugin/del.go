@@ -12,6 +12,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/peerconf"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/internal/slotwire"
 )
@@ -59,7 +60,7 @@ func (a *attachment) undo() error {
 	for i := len(a.rec.Ports) - 1; i >= 0; i-- {
 		p := a.rec.Ports[i]
 		if p.HostDesc != "" {
-			errs = append(errs, removeFile(p.HostDesc))
+			errs = append(errs, removeFile(p.HostDesc), peerconf.RemoveHost(p.HostDesc))
 		}
 		errs = append(errs, devinfo.Remove(p.DevInfo))
 		errs = append(errs, a.unwireSlot(p))
@@ -98,7 +99,7 @@ func (a *attachment) unwireSlot(p state.Port) error {
 	if slot, err := openSlot(a.conf, p.Slot); err == nil {
 		if id, err := slot.Identity(); err == nil && id == p.SlotMount {
 			unwireLink(slot, p)
-			if err := slot.Remove(names.PortFile); err != nil {
+			if err := slotwire.RemovePortSpec(slot); err != nil {
 				warn("slot %s: leaving %s: %v", p.Slot, names.PortFile, err)
 			}
 		}

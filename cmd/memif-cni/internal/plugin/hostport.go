@@ -3,9 +3,12 @@ package plugin
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"strings"
 
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/peerconf"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
@@ -47,5 +50,9 @@ func writeHostDesc(file, hostSocket string, att *state.Attachment, spec portspec
 		return fmt.Errorf("encode %s: %w", file, err)
 	}
 	// Under the state directory, which no pod can reach.
-	return safefs.WriteFile(file, append(b, '\n'), 0o600, safefs.WriteOptions{})
+	if err := safefs.WriteFile(file, append(b, '\n'), 0o600, safefs.WriteOptions{}); err != nil {
+		return err
+	}
+	// The host side's DPDK, VPP and libmemif configs beside it (<slot>.dpdk.args, ...).
+	return peerconf.WriteHost(file, peerconf.HostSide(spec, hostSocket, strings.TrimSuffix(filepath.Base(file), ".json"), att.Namespace+"/"+att.Pod))
 }

@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/memifnet/memifnet/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
 )
 
@@ -24,7 +25,7 @@ type Config struct {
 	// SocketSlots is the number of memifnet.io/socket units on the node.
 	SocketSlots int `json:"socketSlots"`
 	// SlotLimits bound what one pod can store in one slot (each slot is its own tmpfs).
-	SlotLimits SlotLimits `json:"slotLimits"`
+	SlotLimits TmpfsLimits `json:"slotLimits"`
 	// Pools are the hugepage pools, each advertised as memifnet.io/<name>.
 	Pools []Pool `json:"pools"`
 	// DRA is the Dynamic Resource Allocation driver's own share of the node (docs/dra.md).
@@ -41,15 +42,19 @@ type DRA struct {
 	SocketSlots int `json:"socketSlots"`
 	// Pools are DRA's hugepage pools; their names must differ from the device plugin's pools.
 	Pools []Pool `json:"pools"`
+	// LinkLimits bound each link directory's tmpfs, which the two pods of a link can write to
+	// (as memif-cni's linkLimits; unset fields default to linkdir.DefaultLimits: see Links).
+	LinkLimits TmpfsLimits `json:"linkLimits"`
 }
 
 // DefaultDRADriverName is the DRA driver name when the config names none.
 const DefaultDRADriverName = names.DRADriver
 
-// SlotLimits are the size and inode limits of one slot's tmpfs. A slot holds port.json, a
-// socket and the link directory; the defaults leave room for a few more files and keep a pod
-// from filling the node's memory or disk through its slots.
-type SlotLimits struct {
+// TmpfsLimits are the size and inode limits of one tmpfs the agent mounts for pods: a slot
+// (slotLimits: port.json, a socket and the link directory; the defaults leave room for a few
+// more files and keep a pod from filling the node's memory or disk through its slots) or a DRA
+// link directory (dra.linkLimits: the link's socket).
+type TmpfsLimits struct {
 	Size   Quantity `json:"size"`
 	Inodes int64    `json:"inodes"`
 }
@@ -62,6 +67,14 @@ const (
 	maxSlotSize       = 1 << 30
 	minSlotInodes     = 8
 	maxSlotInodes     = 1 << 20
+)
+
+// Bounds of dra.linkLimits, as memif-cni's linkLimits (the defaults are linkdir.DefaultLimits).
+const (
+	minLinkSize   = 4 << 10
+	maxLinkSize   = 16 << 20
+	minLinkInodes = 4
+	maxLinkInodes = 4096
 )
 
 // Pool is one hugepage pool. Sizes are Kubernetes-style quantities (2Mi, 1Gi).
@@ -124,7 +137,7 @@ func ParseQuantity(s string) (int64, error) {
 func Default() Config {
 	return Config{
 		SocketSlots: 64,
-		SlotLimits:  SlotLimits{Size: Quantity{Bytes: DefaultSlotSize, Text: "1Mi"}, Inodes: DefaultSlotInodes},
+		SlotLimits:  TmpfsLimits{Size: Quantity{Bytes: DefaultSlotSize, Text: "1Mi"}, Inodes: DefaultSlotInodes},
 		Pools: []Pool{{
 			Name:             names.DefaultPool,
 			PageSize:         Quantity{Bytes: 2 << 20, Text: "2Mi"},
@@ -198,7 +211,25 @@ func (d DRA) validate(seen map[string]bool) []error {
 	if d.SocketSlots == 0 && len(d.Pools) == 0 {
 		errs = append(errs, fmt.Errorf("dra.socketSlots: DRA is enabled but owns no slots and no pools"))
 	}
+	if l := d.Links(); l.Size.Bytes < minLinkSize || l.Size.Bytes > maxLinkSize {
+		errs = append(errs, fmt.Errorf("dra.linkLimits.size: %q out of range 4Ki..16Mi", l.Size))
+	}
+	if l := d.Links(); l.Inodes < minLinkInodes || l.Inodes > maxLinkInodes {
+		errs = append(errs, fmt.Errorf("dra.linkLimits.inodes: %d out of range %d..%d", l.Inodes, minLinkInodes, maxLinkInodes))
+	}
 	return append(errs, validatePools("dra.pools", d.Pools, seen)...)
+}
+
+// Links are dra.linkLimits, a field left unset (zero) taking linkdir.DefaultLimits' value.
+func (d DRA) Links() TmpfsLimits {
+	l := d.LinkLimits
+	if l.Size.Bytes == 0 {
+		l.Size = Quantity{Bytes: linkdir.DefaultLimits.Bytes}
+	}
+	if l.Inodes == 0 {
+		l.Inodes = linkdir.DefaultLimits.Inodes
+	}
+	return l
 }
 
 // Driver is the DRA driver name, defaulted.

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/memifnet/memifnet/internal/linkdir"
 )
 
 func TestParseGood(t *testing.T) {
@@ -49,6 +51,16 @@ dra:
 	if !c.DRA.Enabled || c.DRA.SocketSlots != 4 || c.DRA.Driver() != "memifnet.io" || c.DRA.Pools[0].UnitSize.Bytes != 4<<20 {
 		t.Fatalf("got %+v", c.DRA)
 	}
+	if l := c.DRA.Links(); l.Size.Bytes != linkdir.DefaultLimits.Bytes || l.Inodes != linkdir.DefaultLimits.Inodes {
+		t.Errorf("default link limits %+v, want linkdir.DefaultLimits", l)
+	}
+	c, err = Parse([]byte("dra:\n  enabled: true\n  socketSlots: 2\n  linkLimits: {size: 128Ki}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.DRA.Links(); l.Size.Bytes != 128<<10 || l.Inodes != linkdir.DefaultLimits.Inodes {
+		t.Errorf("link limits %+v, want 128Ki and the default inodes", l)
+	}
 	// A disabled section is not checked: it may be filled in ahead of enabling it.
 	if _, err := Parse([]byte("dra:\n  socketSlots: -1\n")); err != nil {
 		t.Errorf("disabled dra section: %v", err)
@@ -88,6 +100,9 @@ func TestBadConfigsNameTheKey(t *testing.T) {
 		{"dra slots range", "dra:\n  enabled: true\n  socketSlots: 5000\n", "dra.socketSlots: 5000"},
 		{"dra driver name", "dra:\n  enabled: true\n  socketSlots: 4\n  driverName: Memif\n", "dra.driverName"},
 		{"dra pool clash", pool("dra:\n  enabled: true\n  pools:\n    - name: hugepool\n      pageSize: 2Mi\n      unitSize: 64Mi\n"), "dra.pools[0].name: duplicate pool"},
+		{"dra link size", "dra:\n  enabled: true\n  socketSlots: 2\n  linkLimits: {size: 1Gi}\n", `dra.linkLimits.size: "1Gi" out of range 4Ki..16Mi`},
+		{"dra link inodes", "dra:\n  enabled: true\n  socketSlots: 2\n  linkLimits: {inodes: 2}\n", "dra.linkLimits.inodes: 2 out of range 4..4096"},
+		{"dra link key", "dra:\n  enabled: true\n  socketSlots: 2\n  linkLimits: {bytes: 4096}\n", `"bytes"`},
 		{"dra pool page", "dra:\n  enabled: true\n  pools:\n    - name: drapool\n      pageSize: 4Ki\n      unitSize: 64Mi\n", "dra.pools[0].pageSize"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

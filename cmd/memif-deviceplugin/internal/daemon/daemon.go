@@ -27,6 +27,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/dpserver"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/dra"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/events"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/metrics"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/numa"
@@ -89,8 +90,8 @@ type Daemon struct {
 	resources []*resource.Resource
 	servers   []*dpserver.Server
 	pools     []*pools.Provider
-	dra       *dra.Driver
-	draPlugin atomic.Pointer[dra.Plugin]
+	dra       *dra.DeviceState
+	draDriver atomic.Pointer[dra.Driver]
 	running   sync.WaitGroup
 	started   time.Time
 }
@@ -153,15 +154,16 @@ func New(opts Options) (*Daemon, error) {
 }
 
 // newDRA makes the DRA driver's own slots (dra-slot-NNN) and pools and loads its checkpoint.
-func newDRA(opts Options, nodes []int, limits slots.Limits) (*dra.Driver, error) {
+func newDRA(opts Options, nodes []int, limits slots.Limits) (*dra.DeviceState, error) {
 	dc := opts.Config.DRA
 	if opts.NodeName == "" {
 		return nil, errors.New("config dra.enabled: the node name is needed for ResourceSlices (--node-name or $NODE_NAME)")
 	}
 	do := dra.Options{
 		DriverName: dc.Driver(), NodeName: opts.NodeName, StateDir: opts.StateDir,
-		SlotsDir:   filepath.Join(opts.StateDir, names.SocketsSubdir),
-		LinkLimits: linkdir.DefaultLimits,
+		SlotsDir: filepath.Join(opts.StateDir, names.SocketsSubdir), SlotBytes: limits.Bytes,
+		KubeletDir: opts.KubeletDir, RecheckInterval: opts.HealthInterval,
+		LinkLimits: linkdir.Limits{Bytes: dc.Links().Size.Bytes, Inodes: dc.Links().Inodes},
 		CDI:        cdi.Writer{Dir: opts.CDIDir}, Log: opts.Log,
 	}
 	if opts.CDIDir == "" {
@@ -179,11 +181,11 @@ func newDRA(opts Options, nodes []int, limits slots.Limits) (*dra.Driver, error)
 		}
 		do.Pools = append(do.Pools, dra.Pool{Name: pc.Name, PageSize: pc.PageSize.String(), UnitSize: pc.UnitSize.Bytes, Units: pp})
 	}
-	return dra.New(do)
+	return dra.NewDeviceState(do)
 }
 
-// DRA is the DRA driver, nil unless the config enables it.
-func (d *Daemon) DRA() *dra.Driver { return d.dra }
+// DRA is the DRA driver's device state, nil unless the config enables it.
+func (d *Daemon) DRA() *dra.DeviceState { return d.dra }
 
 // Resources are the served resources, in order: socket slots, then pools.
 func (d *Daemon) Resources() []*resource.Resource { return d.resources }
@@ -194,7 +196,7 @@ func (d *Daemon) Servers() []*dpserver.Server { return d.servers }
 // Ready is true when every resource is registered with the kubelet.
 func (d *Daemon) Ready() bool {
 	if d.dra != nil {
-		if p := d.draPlugin.Load(); p == nil || !p.Registered() {
+		if p := d.draDriver.Load(); p == nil || !p.Registered() {
 			return false
 		}
 	}
@@ -243,7 +245,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err := d.startDRA(ctx); err != nil {
 			return err
 		}
-		defer d.draPlugin.Load().Stop()
+		defer d.draDriver.Load().Stop()
 	}
 
 	<-ctx.Done()
@@ -257,7 +259,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return nil
 }
 
-// startDRA registers the DRA plugin with the kubelet and publishes the node's slices.
+// startDRA registers the DRA driver with the kubelet and publishes the node's slices.
 func (d *Daemon) startDRA(ctx context.Context) error {
 	mk := d.opts.KubeClient
 	if mk == nil {
@@ -267,13 +269,35 @@ func (d *Daemon) startDRA(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dra: kubernetes client: %w", err)
 	}
-	p, err := dra.Start(ctx, d.dra, client, d.opts.KubeletDir, d.opts.Config.SlotLimits.Size.Bytes)
+	p, err := dra.Start(ctx, d.dra, client)
 	if err != nil {
 		return err
 	}
-	d.draPlugin.Store(p)
+	d.draDriver.Store(p)
+	rec := events.Recorder{Client: client, Node: d.opts.NodeName, Component: d.opts.Config.DRA.Driver(), Log: d.opts.Log}
+	d.goRun(func() { d.reportWithheld(ctx, rec) })
 	d.opts.Log.Info("dra: kubelet plugin started", "driver", d.opts.Config.DRA.Driver(), "node", d.opts.NodeName)
 	return nil
+}
+
+// reportWithheld records an Event when a unit of the device plugin's pools is withheld or back
+// (the DRA driver reports its own), checking every health interval until ctx ends.
+func (d *Daemon) reportWithheld(ctx context.Context, rec events.Recorder) {
+	prev := make([]map[string]error, len(d.pools))
+	t := time.NewTicker(d.opts.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for i, pp := range d.pools {
+			now := pp.Withheld()
+			rec.Withheld(ctx, prev[i], now)
+			prev[i] = now
+		}
+	}
 }
 
 func inClusterClient() (kubernetes.Interface, error) {
@@ -321,6 +345,7 @@ func (d *Daemon) Metrics() []metrics.Family {
 	scrubErr := fam("scrub_errors_total", "Scrubs that failed.", "counter")
 	devs := fam("devices", "Devices by health.", "gauge")
 	dirty := fam("devices_dirty", "Devices handed out and not yet scrubbed.", "gauge")
+	withheld := fam("devices_withheld", "Pool units out of service while a previous tenant holds their old file.", "gauge")
 	regs := fam("registrations_total", "Successful registrations with the kubelet.", "counter")
 	registered := fam("registered", "1 when the resource is registered with the kubelet.", "gauge")
 	bytes := fam("pool_bytes", "Hugepage memory held by pool units.", "gauge")
@@ -336,6 +361,7 @@ func (d *Daemon) Metrics() []metrics.Family {
 			metrics.Sample{Labels: append(l[:2:2], "health", "healthy"), Value: float64(st.Healthy)},
 			metrics.Sample{Labels: append(l[:2:2], "health", "unhealthy"), Value: float64(st.Unhealthy)})
 		dirty.Samples = append(dirty.Samples, metrics.Sample{Labels: l, Value: float64(st.Dirty)})
+		withheld.Samples = append(withheld.Samples, metrics.Sample{Labels: l, Value: float64(st.Withheld)})
 		regs.Samples = append(regs.Samples, metrics.Sample{Labels: l, Value: float64(d.servers[i].Registrations())})
 		v := 0.0
 		if d.servers[i].Registered() {
@@ -351,5 +377,5 @@ func (d *Daemon) Metrics() []metrics.Family {
 				Labels: []string{"resource", pp.Resource(), "numa_node", strconv.Itoa(node)}, Value: float64(b)})
 		}
 	}
-	return []metrics.Family{*alloc, *scrubs, *scrubErr, *devs, *dirty, *regs, *registered, *bytes}
+	return []metrics.Family{*alloc, *scrubs, *scrubErr, *devs, *dirty, *withheld, *regs, *registered, *bytes}
 }

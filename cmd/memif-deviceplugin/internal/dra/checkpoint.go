@@ -10,11 +10,11 @@ import (
 	"github.com/memifnet/memifnet/internal/safefs"
 )
 
-// Claim is what the driver remembers of a claim it prepared: enough to answer a repeated Prepare
+// PreparedClaim is what the driver remembers of a claim it prepared: enough to answer a repeated Prepare
 // with the same result and to undo everything in Unprepare, which the kubelet calls with the
 // claim's UID, namespace and name only (the claim may be gone by then), possibly after the node
 // agent restarted.
-type Claim struct {
+type PreparedClaim struct {
 	UID       string `json:"uid"`
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
@@ -22,33 +22,51 @@ type Claim struct {
 	// of such a claim undoes what was done.
 	Prepared bool `json:"prepared"`
 	// Devices are the claim's devices on this node, in allocation order.
-	Devices []Device `json:"devices"`
+	Devices []PreparedDevice `json:"devices"`
 	// LinkDir is the link's directory under <state>/dra/links/<namespace>/, and LinkMount its
 	// tmpfs, when the claim is a link.
 	LinkDir   string          `json:"linkDir,omitempty"`
 	LinkMount safefs.Identity `json:"linkMount,omitzero"`
 }
 
-// Device is one allocated device of a claim.
-type Device struct {
+// PreparedDevice is one allocated device of a claim.
+type PreparedDevice struct {
 	Request string `json:"request"`
 	Pool    string `json:"pool"`
 	Name    string `json:"name"`
 	// Kind is "socket" or "hugepage".
 	Kind string `json:"kind"`
-	// Port is the port wired into a socket slot (name, role, socket in the container).
-	Port *PortStatus `json:"port,omitempty"`
+	// Status is the port wired into a socket slot, as the claim's status reports it.
+	Status *PortStatus `json:"port,omitempty"`
 }
 
-// PortStatus is what the claim's status reports for a socket device, and what a pod finds in
-// port.json.
+// PortStatus is a socket device's port: the data of its entry in the claim's status.devices
+// (as port.json in the slot has it), and what the checkpoint keeps of it.
 type PortStatus struct {
-	Name   string `json:"name"`
+	Port   string `json:"port"` // the port's name
 	Role   string `json:"role"`
-	Socket string `json:"socket"`
+	Socket string `json:"socket"` // in the container
 	Link   string `json:"link,omitempty"`
 	// HostSocket is a host port's socket as the node sees it, for the host data plane.
 	HostSocket string `json:"hostSocket,omitempty"`
+}
+
+// UnmarshalJSON also reads checkpoints of agents before one status type, which named the
+// port's name "name".
+func (s *PortStatus) UnmarshalJSON(b []byte) error {
+	type plain PortStatus
+	var v struct {
+		plain
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*s = PortStatus(v.plain)
+	if s.Port == "" {
+		s.Port = v.Name
+	}
+	return nil
 }
 
 // checkpoint is the file of prepared claims, <state>/dra/claims.json, written atomically and
@@ -58,12 +76,12 @@ type checkpoint struct {
 }
 
 type checkpointFile struct {
-	Version int     `json:"version"`
-	Claims  []Claim `json:"claims"`
+	Version int             `json:"version"`
+	Claims  []PreparedClaim `json:"claims"`
 }
 
-func (c checkpoint) load() (map[string]Claim, error) {
-	out := map[string]Claim{}
+func (c checkpoint) load() (map[string]PreparedClaim, error) {
+	out := map[string]PreparedClaim{}
 	b, err := os.ReadFile(c.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return out, nil
@@ -84,8 +102,8 @@ func (c checkpoint) load() (map[string]Claim, error) {
 	return out, nil
 }
 
-func (c checkpoint) save(claims map[string]Claim) error {
-	f := checkpointFile{Version: 1, Claims: []Claim{}}
+func (c checkpoint) save(claims map[string]PreparedClaim) error {
+	f := checkpointFile{Version: 1, Claims: []PreparedClaim{}}
 	for _, cl := range claims {
 		f.Claims = append(f.Claims, cl)
 	}

@@ -21,8 +21,10 @@ const (
 const maxSliceDevices = resourceapi.ResourceSliceMaxDevices
 
 // Resources are the node's devices as ResourceSlices of one pool named after the node: the
-// socket slots, then each pool's units, with their NUMA node, pool and page size.
-func (d *Driver) Resources(slotBytes int64) resourceslice.DriverResources {
+// socket slots, then each pool's units, with their NUMA node, pool and page size. Withheld units
+// are left out, so that the scheduler allocates them to no claim until they are made again.
+func (d *DeviceState) Resources() resourceslice.DriverResources {
+	withheld := d.Withheld()
 	var devs []resourceapi.Device
 	if d.opts.Slots != nil {
 		for _, u := range d.opts.Slots.Units() {
@@ -33,13 +35,16 @@ func (d *Driver) Resources(slotBytes int64) resourceslice.DriverResources {
 					AttrNUMANode: {IntValue: ptr.To(int64(u.Node))},
 				},
 				Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-					CapSize: {Value: *apiresource.NewQuantity(slotBytes, apiresource.BinarySI)},
+					CapSize: {Value: *apiresource.NewQuantity(d.opts.SlotBytes, apiresource.BinarySI)},
 				},
 			})
 		}
 	}
 	for _, p := range d.opts.Pools {
 		for _, u := range p.Units.Units() {
+			if withheld[u.ID] != nil {
+				continue
+			}
 			devs = append(devs, resourceapi.Device{
 				Name: u.ID,
 				Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{

@@ -15,12 +15,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 )
@@ -39,7 +40,13 @@ type Provider struct {
 	pool  config.Pool
 	dir   string
 	log   *slog.Logger
-	units []resource.Unit
+	units []device.Unit
+
+	// mu makes each unlink-and-create one step: the pages an unlink gives back go to that
+	// unit's new file, never to another unit being made at the same moment.
+	mu       sync.Mutex
+	wmu      sync.Mutex           // guards withheld (Check reads it while a scrub runs)
+	withheld map[string]*withheld // units whose old file a previous tenant still holds
 }
 
 // New mounts hugetlbfs (unless it is mounted already, as after a plugin
@@ -48,7 +55,8 @@ type Provider struct {
 // mapped by running pods. Missing hugepages are not fatal: the pool offers
 // the units that could be made and the log says why there are fewer.
 func New(stateDir string, pool config.Pool, nodes []int, log *slog.Logger) (*Provider, error) {
-	p := &Provider{pool: pool, dir: filepath.Join(stateDir, names.PoolsSubdir, pool.Name), log: log.With("pool", pool.Name)}
+	p := &Provider{pool: pool, dir: filepath.Join(stateDir, names.PoolsSubdir, pool.Name), log: log.With("pool", pool.Name),
+		withheld: map[string]*withheld{}}
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("pool %s: %w", pool.Name, err)
 	}
@@ -57,25 +65,51 @@ func New(stateDir string, pool config.Pool, nodes []int, log *slog.Logger) (*Pro
 		return p, nil
 	}
 	for _, node := range nodes {
-		for i := range pool.UnitsPerNUMANode {
-			id := fmt.Sprintf("%s-n%d-%03d", pool.Name, node, i)
-			if err := p.Check(id); err != nil {
-				if err := p.create(id, node); err != nil {
-					p.log.Warn("pool has fewer units than configured", "numaNode", node,
-						"created", i, "configured", pool.UnitsPerNUMANode, "err", err)
-					break
-				}
-			}
-			p.units = append(p.units, resource.Unit{ID: id, Node: node})
-		}
+		p.addUnits(node)
 	}
 	return p, nil
 }
 
+// addUnits keeps the node's unit files that are there and makes the missing ones. A unit that
+// cannot be made for want of pages is withheld when the mount holds pages of unlinked files (a
+// previous tenant kept the old file across a restart of the agent: the unit comes back when it
+// lets go); else the node is short of hugepages and the pool offers fewer units.
+func (p *Provider) addUnits(node int) {
+	made, short := 0, false
+	for i := range p.pool.UnitsPerNUMANode {
+		id := fmt.Sprintf("%s-n%d-%03d", p.pool.Name, node, i)
+		if p.Check(id) == nil {
+			p.units = append(p.units, device.Unit{ID: id, Node: node})
+			made++
+			continue
+		}
+		if short {
+			continue
+		}
+		err := p.create(id, node)
+		switch {
+		case err == nil:
+			made++
+		case noPages(err) && p.orphanBytes() >= p.pool.UnitSize.Bytes:
+			_ = p.withhold(id, nil)
+		default:
+			p.log.Warn("pool has fewer units than configured", "numaNode", node,
+				"created", made, "configured", p.pool.UnitsPerNUMANode, "err", err)
+			short = true
+			continue
+		}
+		p.units = append(p.units, device.Unit{ID: id, Node: node})
+	}
+}
+
 // mount makes the hugetlbfs mount with the pool's page size, reserving the pool's pages for it
 // (min_size): a unit unlinked at a scrub gives its pages back to the mount's reservation, not to
-// the machine, so no other user of hugepages can take them before the new unit file is made. When
-// the machine cannot reserve them all, the mount is made without the reservation, and says so.
+// the machine, so no other user of hugepages can take them before the new unit file is made. The
+// mount's size is the pool plus one unit of headroom: when a previous tenant keeps its old unit
+// file (and so its pages), the new file is made in the headroom, from the node's free hugepages;
+// a second held unit finds no room and is withheld, so that tenants cannot make the agent take
+// more of the node's hugepages than that. When the machine cannot reserve the pool, the mount is
+// made without the reservation, and says so.
 func (p *Provider) mount(bytes int64) error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(p.dir, &st); err != nil {
@@ -88,7 +122,7 @@ func (p *Provider) mount(bytes int64) error {
 		return nil
 	}
 	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
-	opts := fmt.Sprintf("pagesize=%d,mode=0755", p.pool.PageSize.Bytes)
+	opts := fmt.Sprintf("pagesize=%d,size=%d,mode=0755", p.pool.PageSize.Bytes, bytes+p.pool.UnitSize.Bytes)
 	reserved := fmt.Sprintf("%s,min_size=%d", opts, bytes)
 	err := unix.Mount("memifnet-"+p.pool.Name, p.dir, "hugetlbfs", flags, reserved)
 	if err == nil {
@@ -105,7 +139,7 @@ func (p *Provider) mount(bytes int64) error {
 func (p *Provider) Resource() string { return names.ResourcePrefix + p.pool.Name }
 
 // Units implements resource.Provider.
-func (p *Provider) Units() []resource.Unit { return p.units }
+func (p *Provider) Units() []device.Unit { return p.units }
 
 // Path is the host file of a unit.
 func (p *Provider) Path(id string) string { return filepath.Join(p.dir, id) }
@@ -113,18 +147,24 @@ func (p *Provider) Path(id string) string { return filepath.Join(p.dir, id) }
 // Dir is the hugetlbfs mount of the pool.
 func (p *Provider) Dir() string { return p.dir }
 
-// Bytes is the memory held by the pool's units per NUMA node.
+// Bytes is the memory held by the pool's units per NUMA node (withheld units hold none).
 func (p *Provider) Bytes() map[int]int64 {
+	withheld := p.Withheld()
 	out := map[int]int64{}
 	for _, u := range p.units {
-		out[u.Node] += p.pool.UnitSize.Bytes
+		if withheld[u.ID] == nil {
+			out[u.Node] += p.pool.UnitSize.Bytes
+		}
 	}
 	return out
 }
 
-// Check reports a unit damaged when its file is gone, is not a regular file of the unit size,
-// or the mount under it was replaced.
+// Check reports a unit damaged when it is withheld, its file is gone, is not a regular file of
+// the unit size, or the mount under it was replaced.
 func (p *Provider) Check(id string) error {
+	if w := p.withheldUnit(id); w != nil {
+		return w.err
+	}
 	d, err := p.open()
 	if err != nil {
 		return fmt.Errorf("unit %s: %w", id, err)
@@ -232,17 +272,27 @@ func onNode(node int, fn func() error) error {
 }
 
 // Scrub replaces the unit with a new file. The old file is unlinked first, so that its pages
-// return to the pool of free hugepages before the new file needs them; if a previous tenant still
-// maps it, its pages stay held and creating the new file may fail for want of pages: the unit is
-// then missing (unhealthy) until a later scrub succeeds.
+// return to the pool before the new file needs them. If something still holds the old file, its
+// pages stay held and the new file finds none: the unit is withheld (the error wraps
+// device.ErrWithheld and names the holders it can find), and a later Scrub makes it again once
+// the pages are back (cheaply refused until then).
 func (p *Provider) Scrub(id string) error {
 	node, ok := p.nodeOf(id)
 	if !ok {
 		return fmt.Errorf("scrub: unknown unit %s", id)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w := p.withheldUnit(id); w != nil {
+		return p.refillLocked(id, node, w)
+	}
 	d, err := p.open()
 	if err != nil {
 		return fmt.Errorf("scrub %s: %w", id, err)
+	}
+	var old *unix.Stat_t
+	if st, err := d.Lstat(id); err == nil {
+		old = &st
 	}
 	err = d.Remove(id)
 	d.Close()
@@ -250,7 +300,10 @@ func (p *Provider) Scrub(id string) error {
 		return fmt.Errorf("scrub %s: %w", id, err)
 	}
 	if err := p.create(id, node); err != nil {
-		return fmt.Errorf("scrub %s: %w (hugepages held by the unit's previous tenant come back when it lets go)", id, err)
+		if noPages(err) {
+			return p.withhold(id, old)
+		}
+		return fmt.Errorf("scrub %s: %w", id, err)
 	}
 	return nil
 }
@@ -265,8 +318,8 @@ func (p *Provider) nodeOf(id string) (int, bool) {
 }
 
 // Mount puts a unit file at /run/memifnet/pools/<unit>.
-func (p *Provider) Mount(id string) resource.Mount {
-	return resource.Mount{Host: p.Path(id), Container: names.ContainerPoolsDir + "/" + id}
+func (p *Provider) Mount(id string) device.Mount {
+	return device.Mount{Host: p.Path(id), Container: names.ContainerPoolsDir + "/" + id}
 }
 
 // Grant lists the container paths of the units in MEMIFNET_POOLS.

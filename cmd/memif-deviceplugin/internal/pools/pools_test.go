@@ -60,9 +60,8 @@ func TestPoolUnitsScrubAndRestart(t *testing.T) {
 	}
 	// The pool's pages are reserved for its mount, so a scrub's unlink-then-create cannot lose
 	// them to another user of hugepages.
-	if info, err := os.ReadFile("/proc/self/mountinfo"); err != nil || !strings.Contains(string(info), " "+p.Dir()+" ") ||
-		!strings.Contains(string(info), "min_size=8388608") {
-		t.Fatalf("pool mount without its reservation (min_size=8388608):\n%s", info)
+	if m, ok, err := testutil.TopMount(p.Dir()); err != nil || !ok || !strings.Contains(","+m.SuperOptions+",", ",min_size=8388608,") {
+		t.Fatalf("pool mount without its reservation (min_size=8388608): %+v %v", m, err)
 	}
 	id := p.Units()[1].ID
 	if id != "hugepool-n0-001" || p.Check(id) != nil {

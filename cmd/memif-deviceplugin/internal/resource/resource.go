@@ -6,6 +6,7 @@ package resource
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/numa"
 )
@@ -28,6 +30,7 @@ type Stats struct {
 	ScrubErrors     uint64
 	Healthy         int
 	Unhealthy       int
+	Withheld        int // unhealthy because a previous tenant holds what they were made of
 	Dirty           int
 }
 
@@ -38,7 +41,7 @@ type Resource struct {
 	log *slog.Logger
 	cdi *cdi.Writer
 
-	units map[string]Unit
+	units map[string]device.Unit
 	locks map[string]*sync.Mutex // one per device: scrub and hand-out exclude each other
 
 	mu      sync.Mutex
@@ -53,7 +56,7 @@ type Resource struct {
 func New(p Provider, led *ledger.Ledger, log *slog.Logger, cdiWriter *cdi.Writer) (*Resource, error) {
 	r := &Resource{
 		p: p, led: led, log: log.With("resource", p.Resource()), cdi: cdiWriter,
-		units: map[string]Unit{}, locks: map[string]*sync.Mutex{},
+		units: map[string]device.Unit{}, locks: map[string]*sync.Mutex{},
 		health: map[string]error{}, changed: make(chan struct{}),
 	}
 	for _, u := range p.Units() {
@@ -100,38 +103,58 @@ func (r *Resource) CheckHealth() {
 			err = r.repair(u.ID, err)
 		}
 		l.Unlock()
-		r.mu.Lock()
-		old, seen := r.health[u.ID]
-		if !seen || (old == nil) != (err == nil) {
+		if r.setHealth(u.ID, err) {
 			changed = true
-			if seen {
-				if err != nil {
-					r.log.Warn("device unhealthy", "device", u.ID, "err", err)
-				} else {
-					r.log.Info("device healthy again", "device", u.ID)
-				}
-			}
 		}
-		r.health[u.ID] = err
-		r.mu.Unlock()
 	}
 	if changed {
 		r.notify()
 	}
 }
 
+// setHealth records a device's health and reports whether it changed (logged, except the
+// first check of each device).
+func (r *Resource) setHealth(id string, err error) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, seen := r.health[id]
+	r.health[id] = err
+	if seen && (old == nil) == (err == nil) {
+		return false
+	}
+	if seen && err != nil {
+		r.log.Warn("device unhealthy", "device", id, "err", err)
+	} else if seen {
+		r.log.Info("device healthy again", "device", id)
+	}
+	return true
+}
+
 // repair rebuilds a damaged device that is not handed out (scrub makes a new one), and returns
 // nil when that worked, else the damage. A handed-out device is left alone: a pod may be using
-// it. The caller holds the device's lock.
+// it. A withheld device is retried even when dirty: it has no file a pod could use, and the
+// provider refuses the retry cheaply until what it needs is back; made again, it is clean. The
+// caller holds the device's lock.
 func (r *Resource) repair(id string, damage error) error {
-	if _, dirty := r.led.Dirty(id); dirty {
+	e, dirty := r.led.Dirty(id)
+	withheld := errors.Is(damage, device.ErrWithheld)
+	if dirty && !withheld {
 		return damage
 	}
 	if err := r.p.Scrub(id); err != nil {
+		if errors.Is(err, device.ErrWithheld) {
+			return err
+		}
 		return fmt.Errorf("%w; rebuilding it failed: %v", damage, err)
 	}
 	if err := r.p.Check(id); err != nil {
 		return err
+	}
+	if dirty {
+		r.led.Clean(id, e.AllocatedAt)
+		if err := r.led.Save(); err != nil {
+			r.log.Warn("save state", "err", err)
+		}
 	}
 	r.log.Info("device rebuilt", "device", id, "damage", damage.Error())
 	return nil
@@ -242,7 +265,9 @@ func (r *Resource) Allocate(req *pluginapi.AllocateRequest) (*pluginapi.Allocate
 			continue
 		}
 		if err := r.p.Scrub(id); err != nil {
-			r.scrubErrors.Add(1)
+			if !errors.Is(err, device.ErrWithheld) {
+				r.scrubErrors.Add(1)
+			}
 			r.markUnhealthy(id, err)
 			return nil, fmt.Errorf("allocate %s: %w", r.Name(), err)
 		}
@@ -274,11 +299,9 @@ func (r *Resource) Allocate(req *pluginapi.AllocateRequest) (*pluginapi.Allocate
 }
 
 func (r *Resource) markUnhealthy(id string, err error) {
-	r.mu.Lock()
-	r.health[id] = err
-	r.mu.Unlock()
-	r.log.Warn("device unhealthy", "device", id, "err", err)
-	r.notify()
+	if r.setHealth(id, err) {
+		r.notify()
+	}
 }
 
 // Reclaim scrubs, in the background, dirty devices that no pod holds: not
@@ -310,10 +333,15 @@ func (r *Resource) Reclaim(ctx context.Context, inUse map[string]bool, listedAt 
 		// Wait out a health check or an Allocate; an Allocate in between makes the entry differ.
 		l.Lock()
 		if cur, dirty := r.led.Dirty(id); dirty && cur == e {
-			if err := r.p.Scrub(id); err != nil {
+			err := r.p.Scrub(id)
+			switch {
+			case errors.Is(err, device.ErrWithheld):
+				// The provider logged why; the health check retries it.
+				r.markUnhealthy(id, err)
+			case err != nil:
 				r.scrubErrors.Add(1)
 				r.log.Warn("background scrub failed", "device", id, "err", err)
-			} else {
+			default:
 				r.led.Clean(id, e.AllocatedAt)
 				r.bgScrubs.Add(1)
 				n++
@@ -344,6 +372,9 @@ func (r *Resource) Stats() Stats {
 			s.Healthy++
 		} else {
 			s.Unhealthy++
+		}
+		if errors.Is(err, device.ErrWithheld) {
+			s.Withheld++
 		}
 	}
 	return s

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 )
@@ -41,7 +41,7 @@ type Limits struct {
 type Provider struct {
 	dir     *safefs.Dir // <stateDir>/sockets: written by the plugin only
 	limits  Limits
-	units   []resource.Unit
+	units   []device.Unit
 	devinfo devinfo.Writer
 	log     *slog.Logger
 
@@ -84,7 +84,7 @@ func NewPrefixed(stateDir, prefix string, n int, nodes []int, limits Limits, dw 
 		nodes = []int{0}
 	}
 	for i, id := range PrefixedIDs(prefix, n) {
-		p.units = append(p.units, resource.Unit{ID: id, Node: nodes[i*len(nodes)/n]})
+		p.units = append(p.units, device.Unit{ID: id, Node: nodes[i*len(nodes)/n]})
 		mid, mounted, err := p.current(id)
 		switch {
 		case err == nil && mounted:
@@ -148,7 +148,7 @@ func (p *Provider) replace(id string) error {
 func (p *Provider) Resource() string { return names.SocketResource }
 
 // Units implements resource.Provider.
-func (p *Provider) Units() []resource.Unit { return p.units }
+func (p *Provider) Units() []device.Unit { return p.units }
 
 // Dir is the host directory of a slot.
 func (p *Provider) Dir(id string) string { return p.dir.Path() + "/" + id }
@@ -192,8 +192,8 @@ func (p *Provider) Scrub(id string) error {
 // Mount puts a slot at /run/memifnet/<slot>. The directory is mounted, not a socket file, so
 // sockets made later by the CNI, the host data plane or the app appear in the container; the
 // runtime binds it recursively, so a link the CNI mounted on <slot>/link comes along.
-func (p *Provider) Mount(id string) resource.Mount {
-	return resource.Mount{Host: p.Dir(id), Container: names.ContainerDir + "/" + id}
+func (p *Provider) Mount(id string) device.Mount {
+	return device.Mount{Host: p.Dir(id), Container: names.ContainerDir + "/" + id}
 }
 
 // Grant lists the slots in MEMIFNET_SOCKETS and writes their device-info files.

@@ -22,7 +22,7 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
 	"github.com/memifnet/memifnet/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
@@ -41,14 +41,15 @@ type fakeUnits struct {
 	scrubs map[string]int
 }
 
-func (f *fakeUnits) Units() []resource.Unit {
-	var out []resource.Unit
+func (f *fakeUnits) Units() []device.Unit {
+	var out []device.Unit
 	for _, id := range f.ids {
-		out = append(out, resource.Unit{ID: id, Node: 0})
+		out = append(out, device.Unit{ID: id, Node: 0})
 	}
 	return out
 }
-func (f *fakeUnits) Path(id string) string { return filepath.Join(f.dir, id) }
+func (f *fakeUnits) Path(id string) string      { return filepath.Join(f.dir, id) }
+func (f *fakeUnits) Withheld() map[string]error { return nil }
 func (f *fakeUnits) Scrub(id string) error {
 	f.scrubs[id]++
 	_ = os.Remove(f.Path(id))
@@ -59,6 +60,7 @@ type env struct {
 	state, cdiDir string
 	slots         *slots.Provider
 	units         *fakeUnits
+	pool          Units // the driver's pool: units, or a real one
 }
 
 func newEnv(t *testing.T) *env {
@@ -78,15 +80,15 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
-	return &env{state: state, cdiDir: t.TempDir(), slots: sp, units: u}
+	return &env{state: state, cdiDir: t.TempDir(), slots: sp, units: u, pool: u}
 }
 
-func (e *env) driver(t *testing.T) *Driver {
+func (e *env) deviceState(t *testing.T) *DeviceState {
 	t.Helper()
-	d, err := New(Options{
+	d, err := NewDeviceState(Options{
 		DriverName: names.DRADriver, NodeName: testNode, StateDir: e.state,
-		SlotsDir: filepath.Join(e.state, names.SocketsSubdir), Slots: e.slots,
-		Pools:      []Pool{{Name: "drapool", PageSize: "2Mi", UnitSize: 64 << 20, Units: e.units}},
+		SlotsDir: filepath.Join(e.state, names.SocketsSubdir), Slots: e.slots, SlotBytes: 1 << 20,
+		Pools:      []Pool{{Name: "drapool", PageSize: "2Mi", UnitSize: 64 << 20, Units: e.pool}},
 		LinkLimits: linkdir.Limits{Bytes: 64 << 10, Inodes: 16},
 		CDI:        cdi.Writer{Dir: e.cdiDir}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -154,7 +156,7 @@ func slotIdentity(t *testing.T, e *env, slot string) safefs.Identity {
 // the same link directory.
 func TestPrepareLink(t *testing.T) {
 	e := newEnv(t)
-	d := e.driver(t)
+	d := e.deviceState(t)
 	// A previous tenant's leftovers in the slot must not survive the hand-out.
 	if err := os.WriteFile(filepath.Join(e.slots.Dir("dra-slot-000"), "planted"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -183,6 +185,13 @@ func TestPrepareLink(t *testing.T) {
 	}
 	if want := "/run/memifnet/dra-slot-000/link/memif.sock"; east.Socket != want {
 		t.Errorf("east socket %q, want %q", east.Socket, want)
+	}
+	// The ready configs beside port.json (internal/peerconf): an ip link gets VPP's, not DPDK's.
+	if b, err := os.ReadFile(filepath.Join(e.slots.Dir("dra-slot-001"), names.VPPFile)); err != nil || !strings.Contains(string(b), "socket-id 20001 ring-size 1024 buffer-size 2048 slave rx-queues 2 tx-queues 2 mode ip secret "+west.Secret) {
+		t.Errorf("west's %s: %q %v", names.VPPFile, b, err)
+	}
+	if _, err := os.Stat(filepath.Join(e.slots.Dir("dra-slot-000"), names.DPDKArgsFile)); !os.IsNotExist(err) {
+		t.Errorf("an ip port got a %s: %v", names.DPDKArgsFile, err)
 	}
 	// One link directory, seen by both slots.
 	if err := os.WriteFile(filepath.Join(e.slots.Dir("dra-slot-000"), "link", "probe"), []byte("hi"), 0o644); err != nil {
@@ -233,7 +242,7 @@ func TestPrepareLink(t *testing.T) {
 func TestUnprepareAfterRestart(t *testing.T) {
 	e := newEnv(t)
 	c := claim("uid-2", "l2", linkAllocs)
-	if _, err := e.driver(t).Prepare(c); err != nil {
+	if _, err := e.deviceState(t).Prepare(c); err != nil {
 		t.Fatal(err)
 	}
 	kept, err := os.Open(e.slots.Dir("dra-slot-000"))
@@ -255,7 +264,7 @@ func TestUnprepareAfterRestart(t *testing.T) {
 	if err := ck.save(claims); err != nil {
 		t.Fatal(err)
 	}
-	d := e.driver(t) // the restarted node agent
+	d := e.deviceState(t) // the restarted node agent
 	if p := d.Prepared(); len(p) != 1 || p[0].UID != "uid-2" || !p[0].Prepared || p[0].LinkMount.IsZero() {
 		t.Fatalf("after restart the driver holds %+v, want claim uid-2 prepared with its link", p)
 	}
@@ -289,7 +298,7 @@ func TestUnprepareAfterRestart(t *testing.T) {
 	if err := d.Unprepare("uid-2"); err != nil {
 		t.Errorf("second Unprepare: %v", err)
 	}
-	if p := e.driver(t).Prepared(); len(p) != 0 {
+	if p := e.deviceState(t).Prepared(); len(p) != 0 {
 		t.Errorf("checkpoint after Unprepare: %+v", p)
 	}
 }
@@ -297,7 +306,7 @@ func TestUnprepareAfterRestart(t *testing.T) {
 // Bad parameters are refused before any side effect, naming the request and field.
 func TestPrepareBadParameters(t *testing.T) {
 	e := newEnv(t)
-	d := e.driver(t)
+	d := e.deviceState(t)
 	for _, tc := range []struct {
 		name string
 		c    *resourceapi.ResourceClaim
@@ -332,7 +341,7 @@ func TestPrepareBadParameters(t *testing.T) {
 // of defence against a double allocation).
 func TestPrepareRefusesDeviceOfAnotherClaim(t *testing.T) {
 	e := newEnv(t)
-	d := e.driver(t)
+	d := e.deviceState(t)
 	if _, err := d.Prepare(claim("a", "first", []alloc{{"p", "dra-slot-002"}})); err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +356,7 @@ func TestPrepareRefusesDeviceOfAnotherClaim(t *testing.T) {
 // MEMIFNET_POOLS; the host port's socket is in the slot itself.
 func TestPrepareHostPortAndUnit(t *testing.T) {
 	e := newEnv(t)
-	d := e.driver(t)
+	d := e.deviceState(t)
 	c := claim("uid-h", "per-pod", []alloc{{"port", "dra-slot-003"}, {"mem", "drapool-n0-001"}})
 	if _, err := d.Prepare(c); err != nil {
 		t.Fatal(err)
@@ -356,7 +365,7 @@ func TestPrepareHostPortAndUnit(t *testing.T) {
 	if s.Name != "port" || s.Role != "client" || s.Peer != portspec.PeerHost || s.Socket != "/run/memifnet/dra-slot-003/memif.sock" {
 		t.Errorf("host port spec: %+v", s)
 	}
-	if p := d.Prepared()[0].Devices[0].Port; p.HostSocket != e.slots.Dir("dra-slot-003")+"/memif.sock" {
+	if p := d.Prepared()[0].Devices[0].Status; p.HostSocket != e.slots.Dir("dra-slot-003")+"/memif.sock" {
 		t.Errorf("host port status: host socket %q", p.HostSocket)
 	}
 	if e.units.scrubs["drapool-n0-001"] != 1 {
@@ -378,7 +387,7 @@ func TestPrepareHostPortAndUnit(t *testing.T) {
 // attributes and capacity.
 func TestResources(t *testing.T) {
 	e := newEnv(t)
-	r := e.driver(t).Resources(1 << 20)
+	r := e.deviceState(t).Resources()
 	pool, ok := r.Pools[testNode]
 	if !ok || len(pool.Slices) != 1 {
 		t.Fatalf("pools: %+v", r.Pools)
@@ -402,10 +411,10 @@ func TestResources(t *testing.T) {
 // CDI device, and the claim's status reports each port (name, role, socket).
 func TestPluginPrepareReportsStatus(t *testing.T) {
 	e := newEnv(t)
-	d := e.driver(t)
+	d := e.deviceState(t)
 	c := claim("uid-s", "chain", linkAllocs)
 	client := fake.NewClientset(c)
-	p := &Plugin{d: d, client: client, log: d.opts.Log}
+	p := &Driver{state: d, client: client, log: d.opts.Log}
 	res, err := p.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c})
 	if err != nil || res["uid-s"].Err != nil {
 		t.Fatalf("prepare: %v %v", err, res["uid-s"].Err)
@@ -422,7 +431,7 @@ func TestPluginPrepareReportsStatus(t *testing.T) {
 	if len(got.Status.Devices) != 2 {
 		t.Fatalf("status devices: %+v", got.Status.Devices)
 	}
-	var sd StatusData
+	var sd PortStatus
 	if err := json.Unmarshal(got.Status.Devices[1].Data.Raw, &sd); err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +456,7 @@ func TestPrepareAfterCrashMidway(t *testing.T) {
 func crashMidway(t *testing.T, withLink bool) {
 	e := newEnv(t)
 	c := claim("uid-c", "crashed", linkAllocs)
-	if _, err := e.driver(t).Prepare(c); err != nil {
+	if _, err := e.deviceState(t).Prepare(c); err != nil {
 		t.Fatal(err)
 	}
 	ck := checkpoint{path: filepath.Join(e.state, names.DRASubdir, "claims.json")}
@@ -467,7 +476,7 @@ func crashMidway(t *testing.T, withLink bool) {
 	if err := os.WriteFile(filepath.Join(e.slots.Dir("dra-slot-001"), "leftover"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := e.driver(t)
+	d := e.deviceState(t)
 	if withLink {
 		// The pod went before the kubelet asked again: Unprepare finds the unrecorded link
 		// mount under the claim's name and takes it away.
@@ -494,5 +503,28 @@ func crashMidway(t *testing.T, withLink bool) {
 	}
 	if s := readSpec(t, e, "dra-slot-001"); s.Role != "client" || s.Name != "west" {
 		t.Errorf("west after the second Prepare: %+v", s)
+	}
+}
+
+// A checkpoint written before the one status type (the port's name under "name") still loads.
+func TestCheckpointBeforeOneStatusType(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "claims.json")
+	old := `{"version":1,"claims":[{"uid":"u","namespace":"ns1","name":"l","prepared":true,"devices":[
+		{"request":"east","pool":"node-a","name":"dra-slot-000","kind":"socket",
+		 "port":{"name":"east","role":"server","socket":"/run/memifnet/dra-slot-000/link/memif.sock","link":"l"}}]}]}`
+	if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := checkpoint{path: path}.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := PortStatus{Port: "east", Role: "server", Socket: "/run/memifnet/dra-slot-000/link/memif.sock", Link: "l"}
+	if st := claims["u"].Devices[0].Status; st == nil || *st != want {
+		t.Fatalf("status %+v, want %+v", st, want)
+	}
+	b, err := json.Marshal(want)
+	if err != nil || string(b) != `{"port":"east","role":"server","socket":"/run/memifnet/dra-slot-000/link/memif.sock","link":"l"}` {
+		t.Errorf("status data %s %v", b, err)
 	}
 }

@@ -1,0 +1,99 @@
+package peerconf
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
+)
+
+// slotFiles are the files of a slot, paired with their contents in f.
+func slotFiles(f Files) [][2]string {
+	return [][2]string{
+		{names.DPDKArgsFile, f.DPDKArgs},
+		{names.DPDKAppArgsFile, f.DPDKAppArgs},
+		{names.VPPFile, f.VPPCLI},
+		{names.EnvFile, f.Env},
+	}
+}
+
+// hostFiles are the host side's files beside the description <slot>.json, paired with their
+// contents in f.
+func hostFiles(desc string, f Files) [][2]string {
+	base := strings.TrimSuffix(filepath.Base(desc), ".json")
+	return [][2]string{
+		{base + "." + names.DPDKArgsFile, f.DPDKArgs},
+		{base + "." + names.DPDKAppArgsFile, f.DPDKAppArgs},
+		{base + "." + names.VPPFile, f.VPPCLI},
+		{base + names.HostEnvSuffix, f.Env},
+	}
+}
+
+// WriteSlot writes the pod side's files of spec into the slot it is wired to (the slot's name is
+// the last element of slot's path), beside port.json and as port.json is written: atomically,
+// never through anything the pod left there. A file the port gets none of (a mode or size the
+// peer does not take) is removed, so no stale one stays. Readable by a non-root app, as port.json.
+func WriteSlot(slot *safefs.Dir, spec portspec.PortSpec) error {
+	f, err := Generate(Side{Spec: spec, Slot: filepath.Base(slot.Path())})
+	if err != nil {
+		return err
+	}
+	return apply(slot, slotFiles(f), 0o644)
+}
+
+// RemoveSlot removes the pod side's files from the slot; missing ones are no error.
+func RemoveSlot(slot *safefs.Dir) error {
+	return apply(slot, slotFiles(Files{}), 0)
+}
+
+// WriteHost writes the host side's files beside the host port's description desc
+// (state/host-ports/<slot>.json, in the agent's state directory, which no pod reaches), with
+// the description's mode (they carry the secret too).
+func WriteHost(desc string, s Side) error {
+	f, err := Generate(s)
+	if err != nil {
+		return fmt.Errorf("host side of %s: %w", desc, err)
+	}
+	d, err := safefs.MkdirAllOpen(filepath.Dir(desc), 0o755)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return apply(d, hostFiles(desc, f), 0o600)
+}
+
+// RemoveHost removes the host side's files beside desc; missing ones are no error.
+func RemoveHost(desc string) error {
+	d, err := safefs.Open(filepath.Dir(desc))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return apply(d, hostFiles(desc, Files{}), 0)
+}
+
+// apply writes each file with content and removes each without.
+func apply(d *safefs.Dir, files [][2]string, perm os.FileMode) error {
+	var errs []error
+	for _, nf := range files {
+		name, content := nf[0], nf[1]
+		var err error
+		if content == "" {
+			err = d.Remove(name)
+		} else {
+			err = d.WriteFile(name, []byte(content), perm, safefs.WriteOptions{})
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

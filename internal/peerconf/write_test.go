@@ -1,0 +1,160 @@
+package peerconf
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
+)
+
+func listDir(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestWriteSlotHostile plays the pod: before the ADD it plants symlinks (to a file of the node)
+// at every name of the ready configs and a FIFO at one; the write replaces each with a regular
+// file of the generated content and never writes through. A directory the pod leaves at a name
+// is refused, as it is at port.json.
+func TestWriteSlotHostile(t *testing.T) {
+	node := t.TempDir()
+	victim := filepath.Join(node, "victim")
+	if err := os.WriteFile(victim, []byte("node file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	slotPath := filepath.Join(t.TempDir(), "slot-007")
+	if err := os.Mkdir(slotPath, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"dpdk.args", "dpdk.app-args", "vpp.cli"} {
+		if err := os.Symlink(victim, filepath.Join(slotPath, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mkfifo(filepath.Join(slotPath, "port.env")); err != nil {
+		t.Fatal(err)
+	}
+	slot, err := safefs.Open(slotPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slot.Close()
+	spec := linkSpec()
+	if err := WriteSlot(slot, spec); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "node file\n" {
+		t.Fatalf("the node's file was written through a planted symlink: %q", b)
+	}
+	want, _ := Generate(Side{Spec: spec, Slot: "slot-007"})
+	for n, content := range map[string]string{"dpdk.args": want.DPDKArgs, "dpdk.app-args": want.DPDKAppArgs, "vpp.cli": want.VPPCLI, "port.env": want.Env} {
+		fi, err := os.Lstat(filepath.Join(slotPath, n))
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+			t.Fatalf("%s: %v %v, want a regular 0644 file", n, fi.Mode(), err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(slotPath, n)); string(b) != content {
+			t.Errorf("%s = %q, want %q", n, b, content)
+		}
+	}
+
+	// A later write for an ip port removes the DPDK files: no stale config stays.
+	spec.Mode, spec.MAC = portspec.ModeIP, ""
+	if err := WriteSlot(slot, spec); err != nil {
+		t.Fatal(err)
+	}
+	if got := listDir(t, slotPath); len(got) != 2 || got[0] != "port.env" || got[1] != "vpp.cli" {
+		t.Fatalf("slot holds %v after an ip port's write, want port.env and vpp.cli", got)
+	}
+
+	// The pod swaps the names for symlinks again: removal takes the links, not their targets.
+	for _, n := range []string{"vpp.cli", "port.env"} {
+		os.Remove(filepath.Join(slotPath, n))
+		if err := os.Symlink(victim, filepath.Join(slotPath, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := RemoveSlot(slot); err != nil {
+		t.Fatal(err)
+	}
+	if got := listDir(t, slotPath); len(got) != 0 {
+		t.Fatalf("slot holds %v after RemoveSlot", got)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "node file\n" {
+		t.Fatalf("the node's file after RemoveSlot: %q, %v", b, err)
+	}
+
+	// A directory is not replaced (it may hold anything): a clear refusal.
+	if err := os.MkdirAll(filepath.Join(slotPath, "vpp.cli", "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSlot(slot, linkSpec()); !errors.Is(err, safefs.ErrRefused) {
+		t.Fatalf("WriteSlot over a planted directory: %v, want a refusal", err)
+	}
+}
+
+// TestWriteHost: the host side's files land beside the description, 0600 (they hold the secret),
+// and RemoveHost takes them all; a second removal is no error.
+func TestWriteHost(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state", "host-ports")
+	desc := filepath.Join(dir, "slot-003.json")
+	pod := linkSpec()
+	pod.Link, pod.Peer, pod.Socket = "", portspec.PeerHost, "/run/memifnet/slot-003/memif.sock"
+	host := HostSide(pod, "/var/lib/memifnet/sockets/slot-003/memif.sock", "slot-003", "ns/p")
+	if err := WriteHost(desc, host); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"slot-003.dpdk.app-args", "slot-003.dpdk.args", "slot-003.env", "slot-003.vpp.cli"}
+	if got := listDir(t, dir); len(got) != len(want) {
+		t.Fatalf("host-ports holds %v, want %v", got, want)
+	}
+	for _, n := range want {
+		fi, err := os.Stat(filepath.Join(dir, n))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v, want 0600", n, fi.Mode(), err)
+		}
+	}
+	env := parseEnv(t, mustRead(t, filepath.Join(dir, "slot-003.env")))
+	if env["MEMIF_SOCKET"] != host.Spec.Socket || env["MEMIF_ROLE"] != "server" {
+		t.Errorf("host env: %v", env)
+	}
+	if err := os.WriteFile(desc, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := RemoveHost(desc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := listDir(t, dir); len(got) != 1 || got[0] != "slot-003.json" {
+		t.Fatalf("host-ports holds %v after RemoveHost, want only the description (its caller removes it)", got)
+	}
+	if err := RemoveHost(filepath.Join(t.TempDir(), "gone", "slot-1.json")); err != nil {
+		t.Fatalf("RemoveHost in a missing directory: %v", err)
+	}
+}
+
+func mustRead(t *testing.T, f string) string {
+	t.Helper()
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func mkfifo(path string) error { return unix.Mkfifo(path, 0o644) }
