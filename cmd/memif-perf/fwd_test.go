@@ -30,10 +30,12 @@ func fwdArgs(c pairCase, d time.Duration) []string {
 // below full).
 func checkChain(t *testing.T, gen result, fwds ...result) {
 	t.Helper()
-	logBoth(t, "generator", gen)
-	for k, f := range fwds {
-		logBoth(t, fmt.Sprintf("forwarder %d", k+1), f)
-	}
+	defer func() { // after the checks: logBoth shows stderr once the test has failed
+		logBoth(t, "generator", gen)
+		for k, f := range fwds {
+			logBoth(t, fmt.Sprintf("forwarder %d", k+1), f)
+		}
+	}()
 	if gen.code != 0 {
 		t.Fatalf("generator: exit %d", gen.code)
 	}
@@ -116,7 +118,11 @@ func TestChainOfTwoGoForwarders(t *testing.T) {
 	waitListening(t, f1, a)
 	waitListening(t, f1, m)
 	f2 := start(t, append(fwdArgs(c, 5*time.Second), "--mode", "fwd", "--role", "client", "--socket", m, "--role2", "client", "--socket2", b)...)
-	gen := start(t, append(fwdArgs(c, 2*time.Second), "--mode", "txrx", "--verify", "--role", "client", "--socket", a, "--role2", "server", "--socket2", b)...)
+	// A quarter of the ring in flight: should a loaded machine stall the chain for a second and
+	// the generator write its window off (it says so on stderr), twice the window still fits
+	// every ring, so a write-off cannot turn into drops (seen at load average 20 with half a ring).
+	gen := start(t, append(fwdArgs(c, 2*time.Second), "--mode", "txrx", "--verify", "--window", "128",
+		"--role", "client", "--socket", a, "--role2", "server", "--socket2", b)...)
 	gr := gen.wait(t, 30*time.Second)
 	checkChain(t, gr, f1.wait(t, 30*time.Second), f2.wait(t, 30*time.Second))
 }
