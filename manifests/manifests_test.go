@@ -214,7 +214,7 @@ func TestNodeAgent(t *testing.T) {
 		"base":                  {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP},
 		"overlays/chained":      {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d"},
 		"overlays/cert-manager": {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d"},
-		"overlays/multus":       {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d/memifnet.d"},
+		"overlays/multus":       {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP},
 		"overlays/dra": {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d",
 			kubeletDir + "/plugins", kubeletDir + "/plugins_registry", "/var/run/cdi"},
 	}
@@ -239,6 +239,18 @@ func TestNodeAgent(t *testing.T) {
 						continue
 					}
 					if _, cluster := o.(*resourcev1.DeviceClass); cluster {
+						continue
+					}
+					if _, cluster := o.(*admissionregv1.ValidatingAdmissionPolicy); cluster {
+						continue
+					}
+					if _, cluster := o.(*admissionregv1.ValidatingAdmissionPolicyBinding); cluster {
+						continue
+					}
+					if r, ok := o.(*rbacv1.Role); ok && dir == "overlays/dra" && r.Name == "memifnet-dra-events" && r.Namespace == "default" {
+						continue // the DRA driver's Events on its Node, where the kubelet's are
+					}
+					if r, ok := o.(*rbacv1.RoleBinding); ok && dir == "overlays/dra" && r.Name == "memifnet-dra-events" && r.Namespace == "default" {
 						continue
 					}
 					if ns := m.GetNamespace(); ns != namespace {
@@ -327,14 +339,20 @@ func TestNodeAgent(t *testing.T) {
 					t.Errorf("chained: install-cni args %q", inst.Args)
 				}
 			case "overlays/multus":
-				v, _ := flagValue(inst.Args, "kubeconfig")
-				if m, ok := mounts["install-cni:"+filepath.Dir(v)]; !ok || hostPaths[m.Name] != filepath.Dir(v) {
-					t.Errorf("multus: --kubeconfig=%s must sit in a hostPath mounted at the same path", v)
+				// No token on the node (issue 18 part 7): memif-cni reads pods with the kubelet's
+				// own credentials, whose Node authorizer scope is the node's pods.
+				if v, set := flagValue(inst.Args, "kubeconfig"); set {
+					t.Errorf("multus: install-cni writes a kubeconfig from the service account (%s); memif-cni uses the kubelet's", v)
+				}
+				for _, v := range spec.Volumes {
+					if v.Projected != nil && slices.ContainsFunc(v.Projected.Sources, func(p corev1.VolumeProjection) bool { return p.ServiceAccountToken != nil }) {
+						t.Errorf("multus: volume %s projects the service account token", v.Name)
+					}
 				}
 				if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
-					t.Error("multus: the token must reach the installer only, not every container")
+					t.Error("multus: no container gets the service account token")
 				}
-				checkNAD(t, objs, v)
+				checkNAD(t, objs, "/etc/kubernetes/kubelet.conf")
 			}
 		})
 	}
@@ -433,11 +451,23 @@ func checkNAD(t *testing.T, objs []any, kubeconfig string) {
 	t.Error("no NetworkAttachmentDefinition")
 }
 
-func TestRBACIsGetPodsOnly(t *testing.T) {
-	for _, o := range build(t, "base") {
-		if r, ok := o.(*rbacv1.ClusterRole); ok && r.Name != webhookName {
-			if len(r.Rules) != 1 || !slices.Equal(r.Rules[0].Resources, []string{"pods"}) || !slices.Equal(r.Rules[0].Verbs, []string{"get"}) {
-				t.Errorf("ClusterRole %s rules %+v, want get pods only", r.Name, r.Rules)
+// The node agent's service account holds nothing outside the DRA overlay (issue 18 part 7: the
+// Multus overlay's cluster-wide get pods is gone); the e2e tier 3 checks can-i on the cluster.
+func TestNodeAgentHoldsNoRBAC(t *testing.T) {
+	for _, dir := range overlays {
+		for _, o := range build(t, dir) {
+			var subjects []rbacv1.Subject
+			var name string
+			switch b := o.(type) {
+			case *rbacv1.ClusterRoleBinding:
+				subjects, name = b.Subjects, b.Name
+			case *rbacv1.RoleBinding:
+				subjects, name = b.Subjects, b.Name
+			}
+			for _, s := range subjects {
+				if s.Kind == "ServiceAccount" && s.Name == "memifnet" && (dir != "overlays/dra" || (name != "memifnet-dra" && name != "memifnet-dra-events")) {
+					t.Errorf("%s: %T %s binds the node agent's service account", dir, o, name)
+				}
 			}
 		}
 	}
@@ -651,6 +681,28 @@ func TestDRAOverlay(t *testing.T) {
 			t.Errorf("ClusterRole memifnet-dra does not allow %s %s", rv[1], rv[0])
 		}
 	}
+	// Least privilege (docs/dra.md lists exactly these; the e2e tier 3 checks can-i on the cluster).
+	var got []string
+	for _, r := range rules {
+		got = append(got, fmt.Sprintf("%v %v %v", r.APIGroups, r.Resources, r.Verbs))
+	}
+	want := []string{
+		"[resource.k8s.io] [resourceslices] [list watch create update delete]",
+		"[resource.k8s.io] [resourceclaims] [get]",
+		"[resource.k8s.io] [resourceclaims/status] [update]",
+		"[] [nodes] [get]",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("ClusterRole memifnet-dra rules:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	checkDRAPolicies(t, objs)
+	for _, o := range objs {
+		if r, ok := o.(*rbacv1.Role); ok && r.Name == "memifnet-dra-events" {
+			if len(r.Rules) != 1 || fmt.Sprintf("%v %v %v", r.Rules[0].APIGroups, r.Rules[0].Resources, r.Rules[0].Verbs) != "[] [events] [create]" {
+				t.Errorf("Role default/memifnet-dra-events rules %+v, want create events only", r.Rules)
+			}
+		}
+	}
 	spec := daemonSet(t, objs).Spec.Template.Spec
 	dp := container(t, spec.Containers, "deviceplugin")
 	mounted := map[string]bool{}
@@ -783,5 +835,71 @@ func checkPortConfigs(t *testing.T, cfgs []resourcev1.DeviceClaimConfiguration) 
 				t.Errorf("PortConfig field %q is not one the driver knows (docs/dra.md)", k)
 			}
 		}
+	}
+}
+
+// checkDRAPolicies: the admission policies that confine the node agent's token (docs/security.md
+// D6-D8) match the agent's service account, key on the token's node name, cover every write the
+// RBAC allows, fail closed and are bound to deny.
+func checkDRAPolicies(t *testing.T, objs []any) {
+	t.Helper()
+	const user = "system:serviceaccount:" + namespace + ":memifnet"
+	if sa := daemonSet(t, objs).Spec.Template.Spec.ServiceAccountName; "system:serviceaccount:"+namespace+":"+sa != user {
+		t.Fatalf("the node agent runs as service account %s, the policies match %s", sa, user)
+	}
+	covers := map[string]string{"memifnet-dra-resourceslices": "resourceslices CREATE,UPDATE,DELETE", "memifnet-dra-claim-status": "resourceclaims/status UPDATE"}
+	bound := map[string]bool{}
+	for _, o := range objs {
+		if b, ok := o.(*admissionregv1.ValidatingAdmissionPolicyBinding); ok {
+			if b.Spec.PolicyName == b.Name && slices.Equal(b.Spec.ValidationActions, []admissionregv1.ValidationAction{admissionregv1.Deny}) &&
+				b.Spec.ParamRef == nil && b.Spec.MatchResources == nil {
+				bound[b.Name] = true
+			}
+		}
+	}
+	for _, o := range objs {
+		p, ok := o.(*admissionregv1.ValidatingAdmissionPolicy)
+		if !ok {
+			continue
+		}
+		want, known := covers[p.Name]
+		if !known {
+			t.Errorf("unexpected policy %s", p.Name)
+			continue
+		}
+		delete(covers, p.Name)
+		if !bound[p.Name] {
+			t.Errorf("policy %s: no binding of the same name that denies", p.Name)
+		}
+		if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionregv1.Fail {
+			t.Errorf("policy %s: failurePolicy must be Fail", p.Name)
+		}
+		var rules []string
+		for _, r := range p.Spec.MatchConstraints.ResourceRules {
+			var ops []string
+			for _, op := range r.Operations {
+				ops = append(ops, string(op))
+			}
+			rules = append(rules, strings.Join(r.Resources, ",")+" "+strings.Join(ops, ","))
+			if !slices.Equal(r.APIGroups, []string{"resource.k8s.io"}) || !slices.Equal(r.APIVersions, []string{"*"}) {
+				t.Errorf("policy %s: rule %+v must cover every version of resource.k8s.io", p.Name, r)
+			}
+		}
+		if !slices.Equal(rules, []string{want}) {
+			t.Errorf("policy %s covers %q, want %q", p.Name, rules, want)
+		}
+		if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != "request.userInfo.username == '"+user+"'" {
+			t.Errorf("policy %s: matchConditions %+v, want the node agent's user only", p.Name, p.Spec.MatchConditions)
+		}
+		if len(p.Spec.Variables) == 0 || p.Spec.Variables[0].Name != "nodeName" ||
+			!strings.Contains(p.Spec.Variables[0].Expression, "request.userInfo.extra[?'authentication.kubernetes.io/node-name']") {
+			t.Errorf("policy %s: its first variable must be the token's node name", p.Name)
+		}
+		if len(p.Spec.Validations) < 2 || p.Spec.Validations[0].Expression != "variables.nodeName != ''" {
+			t.Errorf("policy %s: its first validation must refuse a token without a node name", p.Name)
+		}
+	}
+	for name := range covers {
+		t.Errorf("no policy %s", name)
 	}
 }

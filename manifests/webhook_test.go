@@ -185,14 +185,29 @@ func checkConfigurations(t *testing.T, objs []any, svc *corev1.Service, external
 			}
 		}
 		// Only pods carrying the annotation: failurePolicy Fail must not reach other pods.
-		if len(h.conds) != 1 || !strings.Contains(h.conds[0].Expression, "'"+names.PortsAnnotation+"' in ") {
+		wantConds, wantResources := 1, []string{"pods"}
+		if h.path == "/validate" {
+			// Updates through pods/status too (issue 18 part 6), but only those that change
+			// metadata: the kubelet's status updates must never wait for the webhook.
+			wantConds, wantResources = 2, []string{"pods", "pods/status"}
+		}
+		if len(h.conds) != wantConds || !strings.Contains(h.conds[0].Expression, "'"+names.PortsAnnotation+"' in ") {
 			t.Errorf("%s: matchConditions %+v must select pods with %s", h.path, h.conds, names.PortsAnnotation)
 		}
-		if h.path == "/validate" && !strings.Contains(h.conds[0].Expression, "'"+names.LinkLabelPrefix+"'") {
-			t.Errorf("validating matchConditions must also select pods with a %s label (forgery)", names.LinkLabelPrefix)
+		if h.path == "/validate" {
+			if !strings.Contains(h.conds[0].Expression, "o.metadata.labels.exists(k, k.startsWith('"+names.LinkLabelPrefix+"'))") {
+				t.Errorf("validating matchConditions must also select pods with a %s label (forgery)", names.LinkLabelPrefix)
+			}
+			if !strings.Contains(h.conds[0].Expression, "podAntiAffinity.?requiredDuringSchedulingIgnoredDuringExecution") ||
+				!strings.Contains(h.conds[0].Expression, "n != request.?namespace.orValue('')") {
+				t.Error("validating matchConditions must also select pods whose affinity terms reach link labels of other namespaces")
+			}
+			if c := h.conds[1].Expression; !strings.HasPrefix(c, "request.?subResource.orValue('') != 'status' ||") {
+				t.Errorf("validating matchConditions: the second must send status updates only when they change metadata: %s", c)
+			}
 		}
-		if len(h.rules) != 1 || !slices.Equal(h.rules[0].Resources, []string{"pods"}) || !slices.Equal(h.rules[0].APIGroups, []string{""}) {
-			t.Errorf("%s: rules %+v, want pods only", h.path, h.rules)
+		if len(h.rules) != 1 || !slices.Equal(h.rules[0].Resources, wantResources) || !slices.Equal(h.rules[0].APIGroups, []string{""}) {
+			t.Errorf("%s: rules %+v, want %q only", h.path, h.rules, wantResources)
 		}
 	}
 }

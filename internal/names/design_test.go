@@ -36,6 +36,7 @@ var documented = map[string]any{
 	"names.PortFile":           names.PortFile,
 	"names.SocketFile":         names.SocketFile,
 	"names.LinkSubdir":         names.LinkSubdir,
+	"names.StatusFile":         names.StatusFile,
 	"names.DPDKArgsFile":       names.DPDKArgsFile,
 	"names.DPDKAppArgsFile":    names.DPDKAppArgsFile,
 	"names.VPPFile":            names.VPPFile,

@@ -62,6 +62,9 @@ const (
 	SocketFile = "memif.sock"
 	// LinkSubdir is where memif-cni mounts a link port's link directory in the slot.
 	LinkSubdir = "link"
+	// StatusFile is where the pod's application reports the port's link state and counters
+	// (pkg/memif/portstatus): written by the pod, read by the node agent as hostile input.
+	StatusFile = "status.json"
 )
 
 // Ready-made configurations beside port.json, one per memif implementation (internal/peerconf):

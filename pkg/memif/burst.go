@@ -31,8 +31,7 @@ func (q *RxQueue) RxBurst(pkts [][]byte) int {
 	}
 	switch {
 	case q.zc != nil:
-		q.recycleConsumed(start)
-		q.refillZC()
+		q.rearmZC(start)
 	case q.client:
 		q.refill()
 	case q.cursor != start:

@@ -7,13 +7,16 @@
 // pod wired by memif-cni, portspec.Discover finds the ports and OpenPort opens one. Packets move
 // through the interface's queues in bursts: RxQueue.RxBurst and TxQueue.TxBurst copy between
 // shared memory and the caller's slices; a zero-copy client (Config.ZeroCopy) also has RxBurstZC,
-// TxBurstZC and Alloc, which hand out views of a buffer Pool instead. The bursts never allocate or
-// block, take no mutex, and make no system call: the eventfd signal a sleeping peer asked for is
-// handed to a goroutine of the transmit queue's own, so that no peer can make a burst wait.
+// TxBurstZC and Alloc, which hand out views of a buffer Pool instead. The bursts never allocate,
+// take no lock per packet, and make no system call: the eventfd signal a sleeping peer asked for is
+// handed to a goroutine of the transmit queue's own, so that no peer can make a burst wait. A
+// zero-copy burst, Release and Alloc lock the queue pair's pool share once per call: the control
+// goroutines put a dead connection's buffers back into it and arm a new one's rings from it while
+// the owner goes on releasing, and that lock is held for no longer than such a hand-over.
 //
 // # Who may call what, from which goroutine
 //
-// Open, Close and the methods of Interface (Up, Link, Err, Changed, WaitUp, Config, RxQueue,
+// Open, Close and the methods of Interface (Up, Link, Err, Changed, WaitUp, Config, Stats, RxQueue,
 // TxQueue) may be called from any goroutine. The handshake, reconnects and disconnects run on
 // goroutines of the interface's own; they hand a connection to the data path, and take it back,
 // only through each queue's guard word.

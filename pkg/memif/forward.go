@@ -157,8 +157,7 @@ func (q *RxQueue) forwardCopy(tx *TxQueue, max int, drop bool) (int, int) {
 	q.cursor = end
 	switch {
 	case q.zc != nil:
-		q.recycleConsumed(start)
-		q.refillZC()
+		q.rearmZC(start)
 	case q.client:
 		q.refill()
 	case q.cursor != start:
@@ -216,7 +215,9 @@ func (q *RxQueue) peek(s *fwdScratch, max int) (int, uint16) {
 // forwardZC hands the buffers of up to max received packets to tx, whose ring draws on the same
 // pool share: the descriptors move, the bytes stay where they are.
 func (q *RxQueue) forwardZC(tx *TxQueue, max int, drop bool) (int, int) {
-	free := tx.reclaimZC()
+	free := tx.reclaimZC() // takes the share's lock itself
+	q.zc.mu.Lock()
+	defer q.zc.mu.Unlock() // deferred: a trapped fault must not leave the share locked
 	rd, rmask, td, tmask, zc := q.ring.Descs, q.ring.Mask, tx.ring.Descs, tx.ring.Mask, q.zc
 	cur, stop, tcur := q.cursor, q.cursor+q.available(), tx.cursor
 	fwd, dropped, bytes, rxBytes, rxPkts := 0, 0, 0, 0, 0

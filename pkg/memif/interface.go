@@ -35,6 +35,13 @@ type Interface struct {
 	srv   *serverSocket // server: the shared listener
 
 	pool *Pool // zero-copy client: the buffer pool, joined from Open to Close
+
+	// Link counters (stats.go), under mu.
+	linkUps, linkDowns uint64
+	downReason         string
+	downErr            error
+
+	status *statusWriter // a port opened from port.json: its status file (status.go)
 }
 
 // LinkInfo describes the current connection.
@@ -110,8 +117,6 @@ func (i *Interface) start() (err error) {
 		}
 		for k, q := range i.rx {
 			q.zc = i.pool.shares[k]
-			q.stash = make([]uint32, i.cfg.RingSize)
-			q.stash = q.stash[:q.zc.free.Get(q.stash)]
 		}
 		for k, q := range i.tx {
 			q.zc = i.pool.shares[k]
@@ -242,7 +247,7 @@ func (i *Interface) attach(c *connection) error {
 		q.ringName = fmt.Sprintf("%s ring %d", rxName, k)
 		switch {
 		case q.zc != nil:
-			q.armFromStash() // so the server can send before our first poll, as in copy mode
+			q.rearmZC(0) // nothing consumed yet: arm the whole ring
 		case client:
 			q.refill() // arm the whole ring at once, so the server can send before our first poll
 		}
@@ -255,6 +260,7 @@ func (i *Interface) attach(c *connection) error {
 	}
 	i.pending = nil
 	i.conn = c
+	i.linkUps++
 	i.lastErr, i.refusal = nil, nil
 	i.link = LinkInfo{
 		PeerName:   c.peerName,
@@ -330,6 +336,7 @@ func (i *Interface) detach(c *connection, reason error) {
 	}
 	i.conn = nil
 	i.lastErr = reason
+	i.recordDown(reason)
 	i.broadcast()
 	i.log.Info("memif link down", "reason", reason)
 }
@@ -351,6 +358,7 @@ func (i *Interface) Close() error {
 		return nil
 	}
 	i.closed = true
+	status := i.status
 	ctl := i.pending
 	if i.conn != nil {
 		ctl = i.conn.ctl
@@ -367,10 +375,6 @@ func (i *Interface) Close() error {
 		close(i.stop)
 		<-i.done
 		if i.pool != nil {
-			for _, q := range i.rx {
-				q.zc.orphan(q.stash) // a shared pool's other users get them back
-				q.stash = nil
-			}
 			// Buffers the application still holds die with a private pool.
 			if err := i.pool.leave(); err != nil {
 				return fmt.Errorf("memif %s: release zero-copy pool: %w", i.cfg.Name, err)
@@ -381,6 +385,9 @@ func (i *Interface) Close() error {
 	}
 	for _, q := range i.tx {
 		q.kicker.stop()
+	}
+	if status != nil {
+		status.close() // after the link is down: its last word is the final counters
 	}
 	return nil
 }

@@ -88,11 +88,23 @@ func TestDPDKFromGeneratedArgs(t *testing.T) {
 			}
 			ic := interopCase{size: 1500, bsize: c.bsize, zeroCopy: c.zeroCopy && goSpec.Role == portspec.RoleClient}
 			echo(t, l, ic, 3000, 64)
-			// The app stops first, as an app does: closing after the data path is done keeps a
-			// zero-copy Release ordered before the interface takes its buffers back (a link that
-			// drops while the app still releases is pkg/memif's business, not this test's).
-			l.iface.Close()
+			// testpmd goes first, right after the Go side's last Release: the link drops under
+			// a zero-copy client that has just given buffers back, whose control goroutine then
+			// takes the rings' buffers back into the same pool share (a data race before the
+			// share was locked; TestZeroCopyReleaseDuringDisconnect plays it without DPDK).
 			l.stop(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for l.iface.Up() {
+				select {
+				case <-l.iface.Changed():
+				case <-ctx.Done():
+					t.Fatal("the Go side never saw testpmd go")
+				}
+			}
+			if st := l.iface.Stats(); st.LinkDowns != 1 || st.LinkUps != 1 {
+				t.Fatalf("link transitions after testpmd stopped: %d up, %d down; want 1 and 1", st.LinkUps, st.LinkDowns)
+			}
 		})
 	}
 }

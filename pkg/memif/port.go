@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
+	"path/filepath"
 
 	"github.com/memifnet/memifnet/pkg/alloc"
 	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
@@ -13,6 +14,8 @@ import (
 
 // OpenPort opens the interface a port spec describes (see portspec.Discover) with the Config
 // PortConfig builds. Use PortConfig and Open instead to change settings port.json does not carry.
+// A port read from a port.json (s.File set) reports its link state and counters to the node in
+// the slot's status.json (package portstatus) every 5 s, at each link change and at Close.
 func OpenPort(s portspec.PortSpec) (*Interface, error) {
 	cfg, err := PortConfig(s)
 	if err != nil {
@@ -25,6 +28,12 @@ func OpenPort(s portspec.PortSpec) (*Interface, error) {
 	ifc, err := Open(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("memif port %q (%s): %w", s.Name, s.File, err)
+	}
+	if s.File != "" {
+		if err := ifc.startStatus(filepath.Dir(s.File)); err != nil {
+			// The node loses its view of the port, the port works: no reason to fail it.
+			ifc.log.Warn("memif: no port status file", "err", err)
+		}
 	}
 	return ifc, nil
 }

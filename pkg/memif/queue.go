@@ -61,10 +61,6 @@ type queue struct {
 	slots   []uint32
 	scratch []uint32
 	reclaim uint16
-	// Rx: buffers of the share reserved for arming the ring at attach, on the control goroutine,
-	// which must not take them from the share's free list (see zcShare). Taken at Open, refilled
-	// at detach with what the ring held; the owner never touches it.
-	stash []uint32
 
 	stats Stats
 

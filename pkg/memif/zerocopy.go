@@ -1,12 +1,6 @@
 package memif
 
 import (
-	"errors"
-	"fmt"
-	"sync"
-	"sync/atomic"
-
-	"github.com/memifnet/memifnet/pkg/alloc"
 	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
 )
 
@@ -32,189 +26,6 @@ type Buffer struct {
 	idx  uint32
 }
 
-// zcShare is one queue pair's share of the pool.
-type zcShare struct {
-	mem     []byte // the whole pool region
-	bufSize uint32
-	free    *alloc.Pool // touched only by the share's owner: the goroutine of queue pairs k
-
-	// Buffers a dead connection's rings held, returned by that interface's control goroutine.
-	// It must not touch free: the owner may be in a burst of another interface of the pool, or in
-	// Release or Alloc, which take no guard. The owner adopts them at its next allocation.
-	orphanMu sync.Mutex
-	orphans  []uint32
-	orphaned atomic.Bool
-}
-
-// orphan hands buffers to the share from outside its owner goroutine.
-func (p *zcShare) orphan(idx []uint32) {
-	p.orphanMu.Lock()
-	p.orphans = append(p.orphans, idx...)
-	p.orphaned.Store(true)
-	p.orphanMu.Unlock()
-}
-
-// adopt moves orphaned buffers into the free list; called by the owner before it allocates (one
-// atomic load when there are none).
-func (p *zcShare) adopt() {
-	if !p.orphaned.Load() {
-		return
-	}
-	p.orphanMu.Lock()
-	p.free.Put(p.orphans)
-	p.orphans = p.orphans[:0]
-	p.orphaned.Store(false)
-	p.orphanMu.Unlock()
-}
-
-// view is buffer idx as a slice of n bytes whose capacity ends at the buffer's end.
-func (p *zcShare) view(idx, n uint32) []byte {
-	off := p.free.Offset(idx)
-	return p.mem[off : off+n : off+p.bufSize]
-}
-
-// Pool is the buffer pool of zero-copy client interfaces, announced to each peer as region 1.
-// Open creates a private one for an interface with Config.ZeroCopy; create one with NewPool and
-// put it in the Config of several interfaces to forward between them without copying (an l2fwd):
-// a buffer received on interface A's RxQueue k can be sent on interface B's TxQueue k, and when
-// B's peer releases it, it goes back to share k, from which A's RxQueue k re-arms its ring. That
-// is Tx-to-Rx buffer recycling with no shared structure in between, which requires that queue
-// pairs k of all interfaces of a pool are used from one goroutine. Open takes each receive ring's
-// worth of buffers from the pool (to arm the ring at every connect): open the interfaces before
-// that goroutine starts, or from it.
-type Pool struct {
-	region  *alloc.Region
-	shares  []*zcShare
-	bufSize int
-	private bool // created by Open for one interface: closed with it
-
-	mu     sync.Mutex
-	users  int
-	closed bool
-}
-
-// PoolConfig sizes a Pool.
-type PoolConfig struct {
-	Name string
-	// Pairs is the number of shares: interfaces using the pool may have at most this many receive
-	// and transmit queues.
-	Pairs int
-	// Buffers per share. Each interface's queue pair k can hold a full receive ring and a full
-	// transmit ring of share k's buffers, and the application holds some: for two interfaces with
-	// rings of R slots, 5R leaves R to the application.
-	Buffers    int
-	BufferSize int
-	// Memory backs the pool: BackingAuto and BackingMemfd give a memfd of ordinary pages, sealed
-	// against shrinking and growing and faulted in by this process, which pays for it.
-	// BackingHugepages is refused: the application touches pool buffers itself, where no fault
-	// is trapped, and a peer can punch a hole into hugetlbfs memory (only F_SEAL_WRITE would stop
-	// that, and it rules out the peer's writable mapping) that is refilled on the next touch only
-	// while a free huge page is left: else SIGBUS in the application. In ordinary memory a
-	// punched hole reads as zeros.
-	Memory alloc.Backing
-	// NewRegion, when set, creates the pool's region instead; it must be one that cannot fault
-	// (alloc.Region.MayFault false: a sealed memfd of ordinary memory), or NewPool refuses it.
-	NewRegion func(name string, size int) (*alloc.Region, error)
-}
-
-// errPoolMayFault is why NewPool refuses memory a peer could make fault under the application.
-var errPoolMayFault = errors.New("the region can fault when the peer truncates it or punches a hole into it " +
-	"(a file, such as a hugepage pool unit, or hugetlbfs memory): zero-copy buffers are touched by the " +
-	"application, where a fault kills the process; use a sealed memfd of ordinary memory (alloc.BackingMemfd)")
-
-// NewPool creates a pool. Close it after every interface using it is closed.
-func NewPool(c PoolConfig) (*Pool, error) {
-	if c.Pairs < 1 || c.Pairs > MaxQueues || c.Buffers < 1 || c.BufferSize < MinBufferSize || c.BufferSize > MaxBufferSize {
-		return nil, fmt.Errorf("memif pool %q: pairs %d (1..%d), buffers %d (>= 1) and buffer size %d (%d..%d) out of range",
-			c.Name, c.Pairs, MaxQueues, c.Buffers, c.BufferSize, MinBufferSize, MaxBufferSize)
-	}
-	size := uint64(c.Pairs) * uint64(c.Buffers) * uint64(c.BufferSize)
-	if size > 1<<32-1 {
-		return nil, fmt.Errorf("memif pool %q: %d bytes is over the 4 GiB a region can address", c.Name, size)
-	}
-	var region *alloc.Region
-	var err error
-	switch {
-	case c.NewRegion != nil:
-		region, err = c.NewRegion("memif-pool-"+c.Name, int(size))
-	case c.Memory == alloc.BackingHugepages:
-		return nil, fmt.Errorf("memif pool %q: hugepages: %w", c.Name, errPoolMayFault)
-	default:
-		region, err = alloc.NewRegion("memif-pool-"+c.Name, int(size), alloc.BackingMemfd)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("memif pool %q: %w", c.Name, err)
-	}
-	if region.MayFault {
-		region.Close()
-		return nil, fmt.Errorf("memif pool %q: %w", c.Name, errPoolMayFault)
-	}
-	p := &Pool{region: region, bufSize: c.BufferSize, shares: make([]*zcShare, c.Pairs)}
-	for k := range p.shares {
-		p.shares[k] = &zcShare{
-			mem:     region.Mem,
-			bufSize: uint32(c.BufferSize),
-			free:    alloc.NewPool(c.Buffers, uint32(k*c.Buffers*c.BufferSize), uint32(c.BufferSize)),
-		}
-	}
-	return p, nil
-}
-
-// privatePool is the pool Open creates for one zero-copy interface: per queue pair, room for a
-// full receive ring, a full transmit ring and as much again for the application to hold.
-func privatePool(cfg Config) (*Pool, error) {
-	p, err := NewPool(PoolConfig{Name: cfg.Name, Pairs: max(cfg.RxQueues, cfg.TxQueues), Buffers: 3 * cfg.RingSize,
-		BufferSize: cfg.BufferSize, Memory: cfg.Memory, NewRegion: cfg.NewRegion})
-	if err != nil {
-		return nil, fmt.Errorf("memif: zero-copy pool: %w", err)
-	}
-	p.private = true
-	return p, nil
-}
-
-// BuffersFree is how many buffers of share k are free. Call it from share k's goroutine.
-func (p *Pool) BuffersFree(k int) int {
-	p.shares[k].adopt()
-	return p.shares[k].free.Available()
-}
-
-// join registers an interface as a user.
-func (p *Pool) join() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return errors.New("memif: the pool is closed")
-	}
-	p.users++
-	return nil
-}
-
-// leave unregisters a user; a private pool is closed with its interface.
-func (p *Pool) leave() error {
-	p.mu.Lock()
-	p.users--
-	last := p.users == 0 && p.private
-	p.mu.Unlock()
-	if last {
-		return p.Close()
-	}
-	return nil
-}
-
-// Close unmaps the pool. It fails while an interface using it is open: their rings point into it.
-func (p *Pool) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.users > 0 {
-		return fmt.Errorf("memif: pool in use by %d open interfaces", p.users)
-	}
-	if p.closed {
-		return nil
-	}
-	p.closed = true
-	return p.region.Close()
-}
-
 // RxBurstZC receives up to len(bufs) buffers without copying: each Data is a view of shared
 // memory. A chained packet arrives as several buffers, all but the last with More set. Give every
 // buffer back with Release or pass it to TxBurstZC of the same queue pair; the ring is re-armed
@@ -229,6 +40,8 @@ func (q *RxQueue) RxBurstZC(bufs []Buffer) int {
 	if t := q.trap; t != nil {
 		defer t.caught(&q.queue, arm())
 	}
+	q.zc.mu.Lock()
+	defer q.zc.mu.Unlock() // deferred: a trapped fault must not leave the share locked
 	avail := min(q.ring.LoadTail()-q.cursor, q.head-q.cursor)
 	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
 	cur := q.cursor
@@ -261,13 +74,23 @@ func (q *RxQueue) RxBurstZC(bufs []Buffer) int {
 	return n
 }
 
-// refillZC arms every free slot of the receive ring with a buffer from the pool.
+// rearmZC returns the buffers RxBurst copied out of (slots from start up to the cursor) and arms
+// the ring again, with the share locked (deferred: a trapped fault in the ring's memory must not
+// leave it locked).
+func (q *RxQueue) rearmZC(start uint16) {
+	q.zc.mu.Lock()
+	defer q.zc.mu.Unlock()
+	q.recycleConsumed(start)
+	q.refillZC()
+}
+
+// refillZC arms every free slot of the receive ring with a buffer from the pool. Call with the
+// share locked.
 func (q *RxQueue) refillZC() {
 	want := q.cursor + uint16(q.ring.Size()) - q.head
 	if want == 0 {
 		return
 	}
-	q.zc.adopt()
 	got := q.zc.free.Get(q.scratch[:want])
 	if got < int(want) {
 		q.stats.NoBuf++
@@ -286,27 +109,10 @@ func (q *RxQueue) refillZC() {
 	}
 }
 
-// armFromStash arms a freshly attached receive ring with the queue's reserved buffers (control
-// goroutine, queue parked); the owner's next refill arms whatever is left.
-func (q *RxQueue) armFromStash() {
-	k := min(len(q.stash), q.ring.Size())
-	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
-	h := q.head
-	for _, idx := range q.stash[len(q.stash)-k:] {
-		slot := h & mask
-		q.slots[slot] = idx
-		descs[slot] = ring.Desc{Region: zcRegionIndex, Length: zc.bufSize, Offset: zc.free.Offset(idx)}
-		h++
-	}
-	q.stash = q.stash[:len(q.stash)-k]
-	if h != q.head {
-		q.head = h
-		q.ring.StoreHead(h)
-	}
-}
-
 // Release gives received buffers back to the pool. Call it from the queue pair's goroutine.
 func (q *RxQueue) Release(bufs []Buffer) {
+	q.zc.mu.Lock()
+	defer q.zc.mu.Unlock()
 	for i := range bufs {
 		q.zc.free.PutOne(bufs[i].idx)
 	}
@@ -318,7 +124,8 @@ func (q *TxQueue) Alloc(bufs []Buffer) int {
 	if q.zc == nil {
 		panic("memif: Alloc needs Config.ZeroCopy")
 	}
-	q.zc.adopt()
+	q.zc.mu.Lock()
+	defer q.zc.mu.Unlock()
 	n := 0
 	for n < len(bufs) {
 		k := q.zc.free.Get(q.scratch[:min(len(q.scratch), len(bufs)-n)])
@@ -347,7 +154,7 @@ func (q *TxQueue) TxBurstZC(bufs []Buffer) int {
 		defer t.caught(&q.queue, arm())
 	}
 	free := q.reclaimZC()
-	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
+	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc // the loop below touches no free list
 	cur := q.cursor
 	i, pkts, bytes := 0, 0, 0
 	for i < len(bufs) {
@@ -385,7 +192,7 @@ func (q *TxQueue) TxBurstZC(bufs []Buffer) int {
 }
 
 // reclaimZC returns the buffers the peer has released (tail passed them) to the pool and says how
-// many slots are free.
+// many slots are free. It takes the share's lock; callers must not hold it.
 func (q *TxQueue) reclaimZC() uint16 {
 	size := uint16(q.ring.Size())
 	tail := q.ring.LoadTail()
@@ -393,6 +200,11 @@ func (q *TxQueue) reclaimZC() uint16 {
 		q.stats.BadDescs++ // the server's tail is nonsense: reclaim nothing, send nothing
 		return 0
 	}
+	if q.reclaim == tail {
+		return size - (q.cursor - tail)
+	}
+	q.zc.mu.Lock()
+	defer q.zc.mu.Unlock()
 	mask := q.ring.Mask
 	for q.reclaim != tail {
 		k := 0
@@ -407,35 +219,27 @@ func (q *TxQueue) reclaimZC() uint16 {
 }
 
 // recoverZC returns the buffers a dead connection's rings held (armed Rx slots, unreleased Tx
-// slots) to the pool. The queue must be parked.
+// slots) to the pool. The queue must be parked; the queue pair's owner may still be releasing or
+// allocating meanwhile (that needs no connection), so the share is locked.
 func (q *queue) recoverZC(rx bool) {
 	if q.zc == nil || q.slots == nil {
 		return
 	}
+	q.zc.mu.Lock()
+	defer q.zc.mu.Unlock()
 	mask := uint16(len(q.slots) - 1)
 	from, to := q.cursor, q.head // Rx: armed but not received
 	if !rx {
 		from, to = q.reclaim, q.cursor // Tx: sent but not released
 	}
-	// Not into the free list: this is the control goroutine (see zcShare). What an Rx ring held
-	// arms it again at the next attach; what the peer never released from a Tx ring goes to the
-	// owner.
-	if rx {
-		for s := from; s != to; s++ {
-			q.stash = append(q.stash, q.slots[s&mask])
-		}
-	} else {
-		held := make([]uint32, 0, to-from)
-		for s := from; s != to; s++ {
-			held = append(held, q.slots[s&mask])
-		}
-		q.zc.orphan(held)
+	for s := from; s != to; s++ {
+		q.zc.free.PutOne(q.slots[s&mask])
 	}
 	q.slots = nil
 }
 
 // recycleConsumed returns the buffers of the slots from start up to the cursor, which RxBurst
-// copied out of, to the pool.
+// copied out of, to the pool. Call with the share locked.
 func (q *RxQueue) recycleConsumed(start uint16) {
 	mask := q.ring.Mask
 	for s := start; s != q.cursor; s++ {
@@ -447,9 +251,10 @@ func (q *RxQueue) recycleConsumed(start uint16) {
 func (q *TxQueue) txCopyZC(pkts [][]byte) int {
 	size := uint16(q.ring.Size())
 	free := q.reclaimZC()
+	q.zc.mu.Lock()
+	defer q.zc.mu.Unlock()
 	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
 	bufSize := int(zc.bufSize)
-	zc.adopt()
 	cur := q.cursor
 	i, sent, bytes := 0, 0, 0
 	for ; i < len(pkts); i++ {
@@ -491,6 +296,5 @@ func (q *queue) BuffersFree() int {
 	if q.zc == nil {
 		return 0
 	}
-	q.zc.adopt()
-	return q.zc.free.Available()
+	return q.zc.available()
 }

@@ -190,6 +190,7 @@ func (x *tier3) dra(ctx context.Context, t *testing.T) {
 		t.Fatalf("device types %v", kinds)
 	}
 	x.logf("dra: ResourceSlices publish %d socket and %d hugepage devices on %s", kinds["socket"], kinds["hugepage"], cluster.NodeName)
+	x.draAttacks(ctx, t) // the agent's token, played by a compromised node (tier3_dra_attack_test.go)
 
 	// Two links at once: the example and a second claim whose pods run until stopped.
 	x.kubectl(ctx, t, "apply", "-f", "manifests/examples/dra-link.yaml")
@@ -371,7 +372,8 @@ func (x *tier3) draLeftovers(t *testing.T, slots []string) []string {
 }
 
 // draRestore puts the chained install back (the DaemonSet without the driver) and removes what
-// only the DRA overlay made: its RBAC, DeviceClasses and the node's ResourceSlices.
+// only the DRA overlay made: its RBAC, admission policies, DeviceClasses and the node's
+// ResourceSlices.
 func (x *tier3) draRestore(ctx context.Context, t *testing.T) {
 	for _, args := range [][]string{
 		{"delete", "pod", "--ignore-not-found", "--wait=true", "--timeout=90s", "memif-dra-rx", "memif-dra-tx", "dra-second-rx", "dra-second-tx", "dra-too-big", "memif-dra-host-port"},
@@ -381,6 +383,8 @@ func (x *tier3) draRestore(ctx context.Context, t *testing.T) {
 		{"-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m"},
 		{"delete", "--ignore-not-found", "deviceclass", "socket.memifnet.io", "hugepool.memifnet.io"},
 		{"delete", "--ignore-not-found", "clusterrolebinding,clusterrole", "memifnet-dra"},
+		{"delete", "--ignore-not-found", "-n", "default", "rolebinding,role", "memifnet-dra-events"},
+		{"delete", "--ignore-not-found", "validatingadmissionpolicybinding,validatingadmissionpolicy", "memifnet-dra-resourceslices", "memifnet-dra-claim-status"},
 		{"delete", "resourceslices", "--field-selector=spec.driver=" + names.DRADriver},
 	} {
 		if out, err := x.c.KubectlCmd(ctx, args...).CombinedOutput(); err != nil {

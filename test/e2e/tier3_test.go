@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/test/e2e/cluster"
 	"github.com/memifnet/memifnet/test/e2e/node"
@@ -235,39 +235,22 @@ func (x *tier3) install(ctx context.Context, t *testing.T) {
 }
 
 // rbac: `kubectl auth can-i --list` for the node agent's service account is what docs/install.md
-// says: get pods, and beyond that only what every service account may do (the namespace's
-// default service account is the baseline).
+// says: nothing beyond what every service account may do (the namespace's default service
+// account is the baseline, itself only self-reviews and discovery URLs). memif-cni under Multus
+// reads pods with the node's own credentials (the multus step); the DRA step checks the DRA
+// overlay's rules.
 func (x *tier3) rbac(ctx context.Context, t *testing.T) {
-	rules := func(sa string) []string {
-		out := x.kubectl(ctx, t, "auth", "can-i", "--list", "--as=system:serviceaccount:"+t3Namespace+":"+sa)
-		var rows []string
-		for i, l := range strings.Split(strings.TrimSpace(out), "\n") {
-			if i == 0 { // header
-				continue
-			}
-			rows = append(rows, strings.Join(strings.Fields(l), " "))
-		}
-		sort.Strings(rows)
-		return rows
+	if extra := x.canI(ctx, t, "memifnet"); len(extra) != 0 {
+		t.Errorf("memifnet service account: beyond every service account's rules it may %q, want nothing", extra)
 	}
-	baseline, agent := rules("default"), rules("memifnet")
-	var extra []string
-	for _, r := range agent {
-		if !slices.Contains(baseline, r) {
-			extra = append(extra, r)
-		}
-	}
-	if want := []string{"pods [] [] [get]"}; !slices.Equal(extra, want) {
-		t.Errorf("memifnet service account: beyond every service account's rules it may %q, want %q\nfull list:\n%s",
-			extra, want, strings.Join(agent, "\n"))
-	}
-	for _, r := range baseline {
+	out := x.kubectl(ctx, t, "auth", "can-i", "--list", "--as=system:serviceaccount:"+t3Namespace+":default")
+	for i, r := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(r)
-		if len(f) > 0 && !strings.HasPrefix(f[0], "selfsubject") && !strings.HasPrefix(f[0], "[") && f[0] != "" {
+		if i > 0 && len(f) > 0 && !strings.HasPrefix(f[0], "selfsubject") && !strings.HasPrefix(f[0], "[") {
 			t.Errorf("the baseline (default service account) may %q: more than self-reviews and discovery", r)
 		}
 	}
-	x.logf("rbac: memifnet-system/memifnet may %q besides self-reviews and discovery", extra)
+	x.logf("rbac: memifnet-system/memifnet may nothing beyond self-reviews and discovery")
 }
 
 // podSucceeded waits for a pod to end: Succeeded passes, Failed (or the timeout) fails.
@@ -686,8 +669,9 @@ func (x *tier3) uninstall(ctx context.Context, t *testing.T) {
 // multus: with the Multus thin plugin on the node and the NAD CRD, `kubectl apply -k
 // manifests/overlays/multus` installs memif-cni as a NetworkAttachmentDefinition; pods attach
 // through it and pass verified traffic. Multus does not pass pod annotations to its delegates, so
-// memif-cni reads them from the API server with the kubeconfig the installer sidecar wrote from
-// the node agent's service account.
+// memif-cni reads them from the API server with the node's own credentials (the kubelet's
+// kubeconfig, which the NAD names), and those reach no pod of another node
+// (tier3_multus_test.go).
 func (x *tier3) multus(ctx context.Context, t *testing.T) {
 	if err := x.c.InstallMultus(ctx); err != nil {
 		t.Fatal(err)
@@ -700,15 +684,8 @@ func (x *tier3) multus(ctx context.Context, t *testing.T) {
 	x.logf("multus: thin plugin installed (%s), NetworkAttachmentDefinition CRD established", cluster.MultusConf)
 	x.kubectl(ctx, t, "apply", "-k", "manifests/overlays/multus/")
 	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
-	const kubeconfig = "/etc/cni/net.d/memifnet.d/memifnet.kubeconfig"
-	if err := node.Poll(ctx, 60*time.Second, kubeconfig, func() (bool, error) {
-		_, err := os.Stat(kubeconfig)
-		return err == nil, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
 	x.webhookReady(ctx, t) // the overlay includes base: the webhook is back, and must answer
-	x.logf("multus: overlay rolled out; the sidecar wrote %s", kubeconfig)
+	x.logf("multus: overlay rolled out; memif-cni reads pods with %s", x.nadKubeconfig(ctx, t))
 	x.kubectl(ctx, t, "apply", "-f", "manifests/examples/multus-pod.yaml")
 	pods := []string{"memif-multus-tx", "memif-multus-rx"}
 	for _, p := range pods {
@@ -727,21 +704,23 @@ func (x *tier3) multus(ctx context.Context, t *testing.T) {
 	}
 	x.logf("multus: both pods attached memifnet-system/memif through Multus (network-status)")
 	// Multus passes no pod annotations to memif-cni (and the kubelet's Pods API refuses
-	// anonymous clients here): memif-cni read each pod from the API server as the node agent's
-	// service account, which the audit log shows.
+	// anonymous clients here): memif-cni read each pod from the API server as the node, which
+	// the audit log shows (its User-Agent tells it from the kubelet's own reads).
 	for _, p := range pods {
-		if !x.audited(t, "system:serviceaccount:memifnet-system:memifnet", "get", "pods", "default", p) {
-			t.Errorf("no successful get of pod %s by the memifnet service account in %s", p, x.c.AuditLog())
+		if !x.audited(t, "system:node:"+cluster.NodeName, names.PodInfoHelper, "get", "pods", "default", p) {
+			t.Errorf("no successful get of pod %s by %s as system:node:%s in %s", p, names.PodInfoHelper, cluster.NodeName, x.c.AuditLog())
 		}
 	}
-	x.logf("multus: memif-cni read both pods from the API server as system:serviceaccount:memifnet-system:memifnet (audit log)")
+	x.logf("multus: memif-cni read both pods from the API server as system:node:%s (audit log, User-Agent %s)", cluster.NodeName, names.PodInfoHelper)
+	x.multusLeastPrivilege(ctx, t)
 	x.kubectl(ctx, t, "delete", "-f", "manifests/examples/multus-pod.yaml", "--wait=true")
 	x.noLeftovers(ctx, t, "after the Multus pods")
 	x.kubectl(ctx, t, "delete", "-k", "manifests/overlays/multus/", "--wait=true")
 }
 
-// audited reports whether the API server's audit log holds a successful request of user.
-func (x *tier3) audited(t *testing.T, user, verb, resource, ns, name string) bool {
+// audited reports whether the API server's audit log holds a successful request of user (with
+// that User-Agent, unless agent is "").
+func (x *tier3) audited(t *testing.T, user, agent, verb, resource, ns, name string) bool {
 	t.Helper()
 	b, err := os.ReadFile(x.c.AuditLog())
 	if err != nil {
@@ -749,8 +728,9 @@ func (x *tier3) audited(t *testing.T, user, verb, resource, ns, name string) boo
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		var ev struct {
-			Verb string `json:"verb"`
-			User struct {
+			Verb      string `json:"verb"`
+			UserAgent string `json:"userAgent"`
+			User      struct {
 				Username string `json:"username"`
 			} `json:"user"`
 			ObjectRef struct {
@@ -763,7 +743,7 @@ func (x *tier3) audited(t *testing.T, user, verb, resource, ns, name string) boo
 		if json.Unmarshal([]byte(l), &ev) != nil {
 			continue
 		}
-		if ev.User.Username == user && ev.Verb == verb && ev.ObjectRef.Resource == resource &&
+		if ev.User.Username == user && (agent == "" || strings.HasPrefix(ev.UserAgent, agent)) && ev.Verb == verb && ev.ObjectRef.Resource == resource &&
 			ev.ObjectRef.Namespace == ns && ev.ObjectRef.Name == name && ev.ResponseStatus.Code == 200 {
 			return true
 		}

@@ -155,9 +155,12 @@ func (x *tier3) forceDelete(ctx context.Context, t *testing.T, pods ...string) {
 // apart and the link never comes up.
 func (x *tier3) webhook(ctx context.Context, t *testing.T) {
 	x.webhookRBAC(ctx, t)
-	// Annotation-only pods.
-	x.kubectlIn(ctx, t, annotationOnlyPod("wh-rx", "east", `east@wh-link`, "--mode=rx", "--verify", "--size=1500", "--duration=8s", "--connect-timeout=2m")+
-		"---\n"+annotationOnlyPod("wh-tx", "west", `[{"name":"west","link":"wh-link"}]`, "--mode=tx", "--verify", "--size=1500", "--duration=5s", "--connect-timeout=2m"),
+	// Annotation-only pods. Between the link's first pod and its second, another namespace tries
+	// to keep the second off the first one's node (tier3_webhook_attack_test.go).
+	x.kubectlIn(ctx, t, annotationOnlyPod("wh-rx", "east", `east@wh-link`, "--mode=rx", "--verify", "--size=1500", "--duration=8s", "--connect-timeout=2m"),
+		"apply", "-f", "-")
+	x.whBlockers(ctx, t, "wh-link", "west")
+	x.kubectlIn(ctx, t, annotationOnlyPod("wh-tx", "west", `[{"name":"west","link":"wh-link"}]`, "--mode=tx", "--verify", "--size=1500", "--duration=5s", "--connect-timeout=2m"),
 		"apply", "-f", "-")
 	for name, port := range map[string]string{"wh-rx": "east", "wh-tx": "west"} {
 		p := x.pod(ctx, t, name)
@@ -175,6 +178,7 @@ func (x *tier3) webhook(ctx context.Context, t *testing.T) {
 		}
 	}
 	x.logf("webhook: annotation-only pods wh-rx, wh-tx got memifnet.io/socket: 1, label %swh-link and a required pod affinity on kubernetes.io/hostname", names.LinkLabelPrefix)
+	x.whStatusPatches(ctx, t, "wh-rx")
 
 	// Refusals, each naming the field, at kubectl apply.
 	for _, r := range []struct{ name, pod, want string }{
@@ -200,7 +204,13 @@ func (x *tier3) webhook(ctx context.Context, t *testing.T) {
 	x.running(ctx, t, "wh-plain")
 	x.kubectl(ctx, t, "delete", "pod", "wh-rx", "wh-tx", "wh-plain", "--wait=true")
 
-	// Scaled to 0: unrelated pods still start; annotated ones are refused.
+	// Scaled to 0: unrelated pods still start; annotated ones are refused; the kubelet's status
+	// updates of an annotated pod (pods/status, which the webhook is not sent) still go through:
+	// the pod, deleted, goes away.
+	statusPod := strings.Replace(plainPod("wh-status-down"), "labels: {app: plain}",
+		"labels: {app: plain}\n  annotations: {"+names.PortsAnnotation+": 'p'}", 1)
+	x.kubectlIn(ctx, t, statusPod, "apply", "-f", "-")
+	x.running(ctx, t, "wh-status-down")
 	x.kubectl(ctx, t, "-n", t3Namespace, "scale", t3WebhookDep, "--replicas=0")
 	if err := node.Poll(ctx, 60*time.Second, "no webhook pods", func() (bool, error) {
 		pods, err := x.cs.CoreV1().Pods(t3Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + t3Webhook})
@@ -212,7 +222,8 @@ func (x *tier3) webhook(ctx context.Context, t *testing.T) {
 	x.running(ctx, t, "wh-plain-down")
 	msg := x.refused(ctx, t, "wh-down", annotationOnlyPod("wh-down", "east", "east@l"), `failed calling webhook "pods.mutate.memifnet.io"`)
 	x.logf("webhook: scaled to 0: wh-plain-down runs; an annotated pod is refused: %s", msg)
-	x.kubectl(ctx, t, "delete", "pod", "wh-plain-down", "--wait=true")
+	x.kubectl(ctx, t, "delete", "pod", "wh-plain-down", "wh-status-down", "--wait=true", "--timeout=90s")
+	x.logf("webhook: scaled to 0: the annotated pod wh-status-down was deleted (the kubelet's status updates do not wait for the webhook)")
 	x.kubectl(ctx, t, "-n", t3Namespace, "scale", t3WebhookDep, "--replicas=2")
 	x.webhookReady(ctx, t)
 	x.logf("webhook: scaled back to 2 and answering")

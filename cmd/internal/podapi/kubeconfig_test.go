@@ -111,6 +111,14 @@ func TestAuthentication(t *testing.T) {
 	if got := get(t, kc); got != "cert system:node:test" {
 		t.Errorf("client certificate: %q", got)
 	}
+	// The kubelet's own kubeconfig as kubeadm writes it (/etc/kubernetes/kubelet.conf): one file
+	// holding the rotated certificate and its key, named for both (docs/install.md, Multus).
+	pair := write(t, dir, "kubelet-client-current.pem", string(certPEM)+string(keyPEM))
+	kc = write(t, dir, "kubelet.conf", head+"clusters: [{name: k, cluster: {server: '"+srv.URL+"', certificate-authority-data: "+ca64+"}}]\n"+
+		"users: [{name: u, user: {client-certificate: "+pair+", client-key: "+pair+"}}]\n")
+	if got := get(t, kc); got != "cert system:node:test" {
+		t.Errorf("kubeadm's kubelet.conf: %q", got)
+	}
 	// tokenFile is read on each request, so a rotated token is used at once.
 	kc = write(t, dir, "c", head+"clusters: [{name: k, cluster: {server: '"+srv.URL+"', insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {tokenFile: "+tokenFile+"}}]\n")
 	if got := get(t, kc); got != "Bearer rotated-1" {

@@ -23,6 +23,9 @@ const (
 	SourceAPIServer = "apiserver"
 )
 
+// UserAgent is what the lookups call themselves: the helper's name.
+const UserAgent = podquery.Helper
+
 // Lookup asks the kubelet, then the API server, whichever q names.
 func Lookup(ctx context.Context, q podquery.Query) podquery.Answer {
 	var a podquery.Answer
@@ -126,6 +129,8 @@ func getJSON(ctx context.Context, hc *http.Client, u string, v any) error {
 		return err
 	}
 	req.Header.Set("Accept", "application/json")
+	// Named in the API server's audit log and the kubelet's logs, like any Kubernetes client.
+	req.Header.Set("User-Agent", UserAgent)
 	resp, err := hc.Do(req)
 	if err != nil {
 		return err

@@ -46,8 +46,11 @@ const (
 	Bridge        = "memifcl0"
 	APIServerPort = 6443
 	KubeletDir    = "/var/lib/kubelet"
-	CNIConfDir    = "/etc/cni/net.d"
-	CNIBinDir     = "/opt/cni/bin"
+	// KubeletKubeconfig is the kubelet's kubeconfig (the node's credentials), where kubeadm keeps
+	// it: the Multus overlay's NetworkAttachmentDefinition names it for memif-cni.
+	KubeletKubeconfig = "/etc/kubernetes/kubelet.conf"
+	CNIConfDir        = "/etc/cni/net.d"
+	CNIBinDir         = "/opt/cni/bin"
 	// Conflist is the node's primary network: bridge with host-local IPAM. memif-cni-install
 	// --chain (the chained overlay) appends memif-cni to it.
 	Conflist = CNIConfDir + "/10-memifnet-cluster.conflist"

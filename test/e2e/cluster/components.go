@@ -129,14 +129,19 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	return c.waitHTTP(ctx, d, "http://127.0.0.1:2379/health", `"health":"true"`, 60*time.Second)
 }
 
-// auditPolicy records every request of memifnet's service accounts (the node agent's, and what
-// memif-cni does with its kubeconfig) in AuditLog, and nothing else.
+// auditPolicy records every request of memifnet's service accounts (the node agent's and the
+// webhook's) and the node's reads of single pods (memif-cni under Multus reads with the kubelet's
+// credentials; its User-Agent tells it from the kubelet) in AuditLog, and nothing else.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
   - level: Metadata
     userGroups: ["system:serviceaccounts:memifnet-system"]
+  - level: Metadata
+    users: ["system:node:` + NodeName + `"]
+    verbs: ["get"]
+    resources: [{group: "", resources: ["pods"]}]
   - level: None
 `
 
@@ -335,8 +340,19 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 	if err := os.WriteFile(c.Path("kubelet", "config.yaml"), []byte(c.kubeletConfig()), 0o644); err != nil {
 		return err
 	}
+	// The kubelet's kubeconfig where kubeadm keeps it (the Multus overlay's memif-cni reads it).
+	kc, err := os.ReadFile(c.Path("kubelet.kubeconfig"))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(KubeletKubeconfig), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(KubeletKubeconfig, kc, 0o600); err != nil {
+		return err
+	}
 	if _, err := c.start("kubelet", nil, c.kube("kubelet"),
-		"--config="+c.Path("kubelet", "config.yaml"), "--kubeconfig="+c.Path("kubelet.kubeconfig"),
+		"--config="+c.Path("kubelet", "config.yaml"), "--kubeconfig="+KubeletKubeconfig,
 		"--root-dir="+KubeletDir, "--hostname-override="+NodeName,
 		"--containerd="+c.ContainerdSock(), "--v=2"); err != nil {
 		return err

@@ -1,7 +1,7 @@
 // Package admission serves the admission.k8s.io/v1 AdmissionReview endpoints of the webhook: the
 // mutating one turns a pod's memifnet.io/ports annotation into limits, labels and affinity
 // (podpolicy.Mutate), the validating one checks the pod as it will be stored (podpolicy.Validate,
-// ValidateUpdate). A refusal goes back to the pod's author (kubectl prints it) naming the field.
+// ValidateUpdate; updates through pods/status too). A refusal goes back to the pod's author (kubectl prints it) naming the field.
 package admission
 
 import (
@@ -108,6 +108,12 @@ func isPods(req *admissionv1.AdmissionRequest) bool {
 	return req.Resource.Group == "" && req.Resource.Resource == "pods" && req.SubResource == ""
 }
 
+// isPodStatus is an update through pods/status, which may change labels and annotations too
+// (the API server keeps only the spec and owner references of the stored pod).
+func isPodStatus(req *admissionv1.AdmissionRequest) bool {
+	return req.Resource.Group == "" && req.Resource.Resource == "pods" && req.SubResource == "status"
+}
+
 func (h *Handler) mutate(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	if !isPods(req) || req.Operation != admissionv1.Create {
 		return allow()
@@ -142,17 +148,21 @@ func (h *Handler) mutate(ctx context.Context, req *admissionv1.AdmissionRequest)
 }
 
 func (h *Handler) validate(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-	if !isPods(req) {
+	status := isPodStatus(req)
+	if !isPods(req) && !status {
 		return allow()
 	}
 	pod, err := decodePod(req.Object.Raw)
 	if err != nil {
 		return h.deny(req, err)
 	}
-	switch req.Operation {
-	case admissionv1.Create:
+	if pod.Namespace == "" {
+		pod.Namespace = req.Namespace
+	}
+	switch {
+	case req.Operation == admissionv1.Create && !status:
 		err = podpolicy.Validate(pod, h.Config)
-	case admissionv1.Update:
+	case req.Operation == admissionv1.Update:
 		var old *corev1.Pod
 		if old, err = decodePod(req.OldObject.Raw); err == nil {
 			err = podpolicy.ValidateUpdate(old, pod)

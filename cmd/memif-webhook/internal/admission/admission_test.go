@@ -34,11 +34,17 @@ func server(t *testing.T, objs ...runtime.Object) *httptest.Server {
 
 func review(t *testing.T, s *httptest.Server, path string, op admissionv1.Operation, pod, old *corev1.Pod) *admissionv1.AdmissionResponse {
 	t.Helper()
+	return reviewSub(t, s, path, op, "", pod, old)
+}
+
+// reviewSub is review of a request on a subresource of the pod ("" for the pod itself).
+func reviewSub(t *testing.T, s *httptest.Server, path string, op admissionv1.Operation, sub string, pod, old *corev1.Pod) *admissionv1.AdmissionResponse {
+	t.Helper()
 	raw, _ := json.Marshal(pod)
 	req := &admissionv1.AdmissionRequest{
 		UID: "uid-1", Operation: op, Namespace: pod.Namespace, Name: pod.Name,
-		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
-		Object:   runtime.RawExtension{Raw: raw},
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, SubResource: sub,
+		Object: runtime.RawExtension{Raw: raw},
 	}
 	if old != nil {
 		req.OldObject.Raw, _ = json.Marshal(old)
@@ -150,5 +156,47 @@ func TestBadRequests(t *testing.T) {
 	}
 	if resp, err := http.Get(s.URL + MutatePath); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET: %v %v", resp, err)
+	}
+}
+
+// pods/status can change labels and annotations (issue 18 part 6): an update through it is held
+// to the same rule as one of the pod; one that leaves them alone (the kubelet's) passes.
+func TestValidateStatusUpdates(t *testing.T) {
+	s := server(t)
+	old := annotated("p", "east@l1", map[string]string{"link.memifnet.io/l1": "east"})
+	changed := annotated("p", "east@l2", map[string]string{"link.memifnet.io/l1": "east"})
+	resp := reviewSub(t, s, ValidatePath, admissionv1.Update, "status", changed, old)
+	if resp.Allowed || !strings.Contains(resp.Result.Message, "metadata.annotations[memifnet.io/ports]: cannot change") {
+		t.Fatalf("annotation changed through pods/status: %+v", resp.Result)
+	}
+	labelled := old.DeepCopy()
+	labelled.Labels["link.memifnet.io/other"] = "east"
+	resp = reviewSub(t, s, ValidatePath, admissionv1.Update, "status", labelled, old)
+	if resp.Allowed || !strings.Contains(resp.Result.Message, "metadata.labels[link.memifnet.io/other]") {
+		t.Fatalf("link label added through pods/status: %+v", resp.Result)
+	}
+	kubelet := old.DeepCopy()
+	kubelet.Status.Phase = corev1.PodRunning
+	if resp := reviewSub(t, s, ValidatePath, admissionv1.Update, "status", kubelet, old); !resp.Allowed {
+		t.Fatalf("a status-only update: %+v", resp.Result)
+	}
+	// Other subresources (binding, eviction, ...) are not the webhook's.
+	if resp := reviewSub(t, s, ValidatePath, admissionv1.Create, "binding", changed, nil); !resp.Allowed {
+		t.Fatalf("binding: %+v", resp.Result)
+	}
+}
+
+// A pod of another namespace that selects a link label across namespaces (issue 18 part 8) is
+// refused at creation, naming the field.
+func TestValidateRefusesCrossNamespaceLinkAffinity(t *testing.T) {
+	s := server(t)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "blocker", Namespace: "other"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}, Affinity: &corev1.Affinity{
+			PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"link.memifnet.io/l1": "west"}},
+				Namespaces:    []string{"ns"}, TopologyKey: "kubernetes.io/hostname"}}}}}}
+	resp := review(t, s, ValidatePath, admissionv1.Create, p, nil)
+	if resp.Allowed || !strings.Contains(resp.Result.Message, "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].namespaces") {
+		t.Fatalf("%+v", resp.Result)
 	}
 }

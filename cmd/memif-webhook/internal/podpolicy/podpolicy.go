@@ -115,14 +115,18 @@ func Mutate(pod *corev1.Pod, cfg Config, peers []Peer) ([]Op, error) {
 }
 
 // Validate checks the pod as it will be stored (after every mutating webhook): a valid
-// annotation, socket and pool limits that cover it, and link labels only for its own links.
+// annotation, socket and pool limits that cover it, link labels only for its own links, and no
+// affinity term on link labels of other namespaces (CheckAffinity, in pod.Namespace).
 func Validate(pod *corev1.Pod, cfg Config) error {
+	if err := CheckAffinity(pod, pod.Namespace); err != nil {
+		return err
+	}
 	ps, ok, err := Ports(pod)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		// Sent only because it carries a link label: that is the webhook's to set.
+		// Sent only because it carries a link label (the webhook's to set) or selects one.
 		return checkLabels(pod, nil)
 	}
 	if err := checkLabels(pod, ps); err != nil {
