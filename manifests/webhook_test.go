@@ -2,6 +2,8 @@ package manifests
 
 import (
 	"maps"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -77,10 +79,13 @@ func TestWebhook(t *testing.T) {
 			if v, set := flagValue(c.Args, "certificates"); external && v != "external" || !external && set {
 				t.Errorf("--certificates=%q (set %v): want external with cert-manager, unset (self) otherwise", v, set)
 			}
-			// The pool flag names a pool the device plugin offers.
-			pool, _ := flagValue(c.Args, "pool")
-			if _, ok := poolBytes(t, objs)["2Mi"]; !ok || pool != names.DefaultPool {
-				t.Errorf("--pool=%q: not the device plugin's pool", pool)
+			// Only flags memif-webhook has: an unknown one stops it at start. --pool went when
+			// zero-copy ports stopped taking pool units (their pool is the pod's own memory).
+			for _, arg := range c.Args {
+				name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+				if !slices.Contains(webhookFlags(t), name) {
+					t.Errorf("argument %q: memif-webhook has no flag --%s", arg, name)
+				}
 			}
 			ports := map[string]int32{}
 			for _, p := range c.Ports {
@@ -129,6 +134,23 @@ func TestWebhook(t *testing.T) {
 }
 
 // certManagerInject is the cainjector's annotation, naming the serving Certificate (ns/name).
+// webhookFlags are the flags cmd/memif-webhook defines, read from its main.go.
+func webhookFlags(t *testing.T) []string {
+	t.Helper()
+	src, err := os.ReadFile("../cmd/memif-webhook/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fs []string
+	for _, m := range regexp.MustCompile(`flag\.\w+\((?:&[\w.]+, )?"([a-z-]+)"`).FindAllSubmatch(src, -1) {
+		fs = append(fs, string(m[1]))
+	}
+	if !slices.Contains(fs, "listen") || !slices.Contains(fs, "certificates") {
+		t.Fatalf("flags %q read from cmd/memif-webhook/main.go: the pattern no longer finds them", fs)
+	}
+	return fs
+}
+
 const certManagerInject = "cert-manager.io/inject-ca-from"
 
 func checkConfigurations(t *testing.T, objs []any, svc *corev1.Service, external bool) {

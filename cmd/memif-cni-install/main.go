@@ -6,8 +6,6 @@
 //     a new plugin never runs without it);
 //   - with --chain: appends the memif-cni entry to the node's primary CNI configuration (the
 //     first file by name in --cni-conf-dir), the path where the runtime passes pod annotations;
-//   - with --kubeconfig: writes a kubeconfig for memif-cni's API-server fallback (Multus) from the
-//     pod's service account, and keeps its token file fresh;
 //   - with --wait (a sidecar: an init container with restartPolicy Always): stays up, puts the
 //     entry back when the primary plugin rewrites its configuration, and on SIGTERM (the
 //     DaemonSet is deleted) takes the entry out again;
@@ -29,23 +27,18 @@ import (
 	"time"
 
 	"github.com/memifnet/memifnet/cmd/memif-cni-install/internal/conflist"
-	"github.com/memifnet/memifnet/cmd/memif-cni-install/internal/kubeconfig"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 )
-
-// helper is memif-cni's helper binary (cmd/internal/podquery).
-const helper = names.PodInfoHelper
 
 // DefaultPlugin is the chained memif-cni entry: it asks the runtime for the pod annotations and
 // for Multus's device-info file.
 const DefaultPlugin = `{"type":"memif-cni","capabilities":{"io.kubernetes.cri.pod-annotations":true,"CNIDeviceInfoFile":true}}`
 
 type options struct {
-	source, binDir, confDir, plugin, kubeconfig, saDir string
-	helperSource                                       string
-	chain, wait, uninstall, removeBinary               bool
-	interval                                           time.Duration
+	source, binDir, confDir, plugin, helperSource string
+	chain, wait, uninstall, removeBinary          bool
+	interval                                      time.Duration
 }
 
 func main() {
@@ -58,10 +51,8 @@ func main() {
 	fs.StringVar(&o.confDir, "cni-conf-dir", "/host/etc/cni/net.d", "the node's CNI configuration dir, as mounted in this container")
 	fs.BoolVar(&o.chain, "chain", false, "append memif-cni to the primary CNI configuration")
 	fs.StringVar(&o.plugin, "plugin-config", DefaultPlugin, "the memif-cni entry to chain (a JSON object)")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "write a kubeconfig for memif-cni here (a path in this container; its directory on the node is what memif-cni's kubeconfig key names)")
-	fs.StringVar(&o.saDir, "service-account-dir", "/var/run/secrets/kubernetes.io/serviceaccount", "token and ca.crt for --kubeconfig")
-	fs.BoolVar(&o.wait, "wait", false, "stay up: keep the entry and the token current, uninstall the entry on SIGTERM")
-	fs.DurationVar(&o.interval, "check-interval", 5*time.Second, "with --wait: how often to check the configuration and the token")
+	fs.BoolVar(&o.wait, "wait", false, "stay up: keep the entry current, uninstall the entry on SIGTERM")
+	fs.DurationVar(&o.interval, "check-interval", 5*time.Second, "with --wait: how often to check the configuration")
 	fs.BoolVar(&o.uninstall, "uninstall", false, "take the memif-cni entry out of the primary configuration and exit")
 	fs.BoolVar(&o.removeBinary, "remove-binary", false, "with --uninstall: also remove the binary (pods deleted afterwards get no memif-cni DEL; the device plugin scrubs their slots)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -80,9 +71,9 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		return uninstall(o, log)
 	}
 	if o.helperSource == "" {
-		o.helperSource = filepath.Join(filepath.Dir(o.source), helper)
+		o.helperSource = filepath.Join(filepath.Dir(o.source), names.PodInfoHelper)
 	}
-	if err := installBinary(o.helperSource, o.binDir, helper); err != nil {
+	if err := installBinary(o.helperSource, o.binDir, names.PodInfoHelper); err != nil {
 		return err
 	}
 	if err := installBinary(o.source, o.binDir, "memif-cni"); err != nil {
@@ -113,28 +104,20 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 }
 
-// refresh chains the entry into the primary configuration and rewrites the kubeconfig's token
-// when either changed.
+// refresh chains the entry into the primary configuration when it is missing there.
 func refresh(o options, log *slog.Logger) error {
-	var errs []error
-	if o.chain {
-		primary, err := conflist.Primary(o.confDir)
-		if err == nil {
-			var wrote string
-			if wrote, err = conflist.InstallFile(primary, []byte(o.plugin)); err == nil && wrote != "" {
-				log.Info("chained memif-cni into the primary CNI configuration", "file", wrote)
-			}
-		}
-		errs = append(errs, err)
+	if !o.chain {
+		return nil
 	}
-	if o.kubeconfig != "" {
-		changed, err := kubeconfig.Write(o.kubeconfig, o.saDir, os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT"))
-		if err == nil && changed {
-			log.Info("wrote kubeconfig for memif-cni", "file", o.kubeconfig)
-		}
-		errs = append(errs, err)
+	primary, err := conflist.Primary(o.confDir)
+	if err != nil {
+		return err
 	}
-	return errors.Join(errs...)
+	wrote, err := conflist.InstallFile(primary, []byte(o.plugin))
+	if err == nil && wrote != "" {
+		log.Info("chained memif-cni into the primary CNI configuration", "file", wrote)
+	}
+	return err
 }
 
 func uninstall(o options, log *slog.Logger) error {
@@ -147,7 +130,7 @@ func uninstall(o options, log *slog.Logger) error {
 		log.Info("took memif-cni out of the primary CNI configuration", "file", primary)
 	}
 	if o.removeBinary {
-		for _, name := range []string{"memif-cni", helper} { // the plugin first: it needs the helper
+		for _, name := range []string{"memif-cni", names.PodInfoHelper} { // the plugin first: it needs the helper
 			if err := os.Remove(filepath.Join(o.binDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}

@@ -10,8 +10,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/memifnet/memifnet/cmd/internal/podapi"
 	"github.com/memifnet/memifnet/cmd/internal/podquery"
+	"github.com/memifnet/memifnet/cmd/memif-cni-podinfo/internal/podapi"
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 func main() {
@@ -19,13 +20,13 @@ func main() {
 	dec := json.NewDecoder(os.Stdin)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&q); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: read query: %v\n", podquery.Helper, err)
+		fmt.Fprintf(os.Stderr, "%s: read query: %v\n", names.PodInfoHelper, err)
 		os.Exit(2)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(q.TimeoutSeconds)*time.Second)
 	defer cancel()
 	if err := json.NewEncoder(os.Stdout).Encode(podapi.Lookup(ctx, q)); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: write answer: %v\n", podquery.Helper, err)
+		fmt.Fprintf(os.Stderr, "%s: write answer: %v\n", names.PodInfoHelper, err)
 		os.Exit(1)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/internal/testutil"
+	"github.com/memifnet/memifnet/internal/tmpfs"
 )
 
 func TestMain(m *testing.M) {
@@ -105,7 +106,7 @@ func (n *node) mountSlot(slot string) safefs.Identity {
 	if _, err := d.Mkdir(slot, 0o755); err != nil {
 		n.t.Fatal(err)
 	}
-	id, err := d.MountTmpfs(slot, safefs.TmpfsOptions{Source: "memifnet-slot", Size: 1 << 20, Inodes: 64, Mode: 0o777})
+	id, err := d.MountTmpfs(slot, safefs.TmpfsOptions{Source: "memifnet-slot", Limits: tmpfs.Limits{Size: 1 << 20, Inodes: 64}, Mode: 0o777})
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -203,6 +203,16 @@ func serverRxClientTx(t *testing.T, c pairCase, zeroCopy bool) {
 	if !strings.Contains(sr.stderr, "corrupt=0 lost=0 late=0") {
 		t.Errorf("server did not report a clean verification:\n%s", sr.stderr)
 	}
+	// Both ends say how many regions the link has: the zero-copy pool is region 1.
+	regions := "ring 512, 1 region(s)\n"
+	if zeroCopy {
+		regions = "ring 512, 2 region(s)\n"
+	}
+	for who, stderr := range map[string]string{"client": cr.stderr, "server": sr.stderr} {
+		if !strings.Contains(stderr, regions) {
+			t.Errorf("%s: link-up line without %q:\n%s", who, strings.TrimSpace(regions), stderr)
+		}
+	}
 }
 
 func TestServerEchoClientTxRxVerified(t *testing.T) {

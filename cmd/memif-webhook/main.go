@@ -1,5 +1,5 @@
 // Command memif-webhook is memifnet's admission webhook: it turns a pod's memifnet.io/ports
-// annotation into socket and pool limits and a pod affinity that keeps each link's pods on one
+// annotation into a socket limit and a pod affinity that keeps each link's pods on one
 // node, refuses bad annotations naming the field, and explains link pods that cannot be placed.
 // See docs/webhook.md.
 package main
@@ -14,18 +14,15 @@ import (
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/memifnet/memifnet/cmd/memif-webhook/internal/podpolicy"
 	"github.com/memifnet/memifnet/cmd/memif-webhook/internal/server"
-	"github.com/memifnet/memifnet/internal/names"
 )
 
 func main() {
-	o := server.Options{Policy: podpolicy.DefaultConfig()}
+	var o server.Options
 	flag.StringVar(&o.Listen, "listen", ":8443", "address of the admission endpoints (TLS)")
 	flag.StringVar(&o.HealthListen, "health-listen", ":9103", "address of /healthz and /readyz (plain HTTP)")
 	flag.StringVar(&o.Identity.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Service, Secret and Lease (default $POD_NAMESPACE)")
@@ -35,7 +32,6 @@ func main() {
 	flag.StringVar(&o.Configuration, "configuration", "memifnet-webhook", "name of the Mutating- and ValidatingWebhookConfiguration to inject the CA bundle into")
 	flag.StringVar(&o.Lease, "lease", "memifnet-webhook", "Lease for leader election")
 	flag.StringVar(&o.Holder, "identity", os.Getenv("POD_NAME"), "this replica's name in the Lease (default $POD_NAME)")
-	pool := flag.String("pool", names.DefaultPool, "hugepage pool a zero-copy port gets one unit of ("+names.ResourcePrefix+"<pool>)")
 	flag.DurationVar(&o.Interval, "interval", 5*time.Second, "period of the certificate, CA bundle, readiness and explain passes")
 	certificates := flag.String("certificates", "self", "self: issue, rotate and inject the certificate; external: serve the one cert-manager writes into --secret (its cainjector injects the CA)")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
@@ -48,7 +44,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "memif-webhook: --certificates=%q: want self or external\n", *certificates)
 		os.Exit(2)
 	}
-	o.Policy.Pool = corev1.ResourceName(names.ResourcePrefix + *pool)
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if err := run(o, *kubeconfig, log); err != nil {
 		log.Error("memif-webhook", "err", err)
@@ -79,6 +74,6 @@ func run(o server.Options, kubeconfig string, log *slog.Logger) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	log.Info("starting", "listen", o.Listen, "external-certificates", o.Identity.External, "namespace", o.Identity.Namespace, "identity", o.Holder, "pool", o.Policy.Pool)
+	log.Info("starting", "listen", o.Listen, "external-certificates", o.Identity.External, "namespace", o.Identity.Namespace, "identity", o.Holder)
 	return server.Run(ctx, cs, o, log)
 }

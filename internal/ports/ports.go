@@ -16,9 +16,6 @@ import (
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
-// Annotation is the pod annotation that asks for memif ports.
-const Annotation = names.PortsAnnotation
-
 // Defaults of a port object (docs/design.md, "Port object"); the limits are portspec's.
 const (
 	DefaultMode       = portspec.ModeEthernet
@@ -41,26 +38,12 @@ type Port struct {
 	ZeroCopy   bool   `json:"zeroCopy,omitempty"`
 }
 
-// isLinkName reports whether a link name is a DNS label (1-63 characters of [a-z0-9-], starting
-// and ending alphanumeric): link names become directory names under links/<namespace>/.
-func isLinkName(s string) bool {
-	if len(s) == 0 || len(s) > names.MaxLinkNameLen || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // Parse reads the annotation: a JSON list of port objects, or the short form
 // "east@chain-1,west" (name@link for a link port, a bare name for a host port).
 func Parse(value string) ([]Port, error) {
 	v := strings.TrimSpace(value)
 	if v == "" {
-		return nil, fmt.Errorf("annotation %s is empty; remove it or list at least one port", Annotation)
+		return nil, fmt.Errorf("annotation %s is empty; remove it or list at least one port", names.PortsAnnotation)
 	}
 	var ps []Port
 	var err error
@@ -70,10 +53,10 @@ func Parse(value string) ([]Port, error) {
 		ps, err = parseShort(v)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", Annotation, err)
+		return nil, fmt.Errorf("annotation %s: %w", names.PortsAnnotation, err)
 	}
 	if err := validate(ps); err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", Annotation, err)
+		return nil, fmt.Errorf("annotation %s: %w", names.PortsAnnotation, err)
 	}
 	return ps, nil
 }
@@ -154,7 +137,7 @@ func validate(ps []Port) error {
 			bad("link", `missing: set "link" (a pod-to-pod link) or "peer": "host"`)
 		case p.Peer != "" && p.Peer != portspec.PeerHost:
 			bad("peer", "%q must be %q", p.Peer, portspec.PeerHost)
-		case p.Link != "" && !isLinkName(p.Link):
+		case p.Link != "" && (len(p.Link) > names.MaxLinkNameLen || !names.IsDNSLabel(p.Link)):
 			bad("link", "%q must be 1-%d characters of [a-z0-9-], starting and ending alphanumeric", p.Link, names.MaxLinkNameLen)
 		case p.Link != "":
 			if j, dup := links[p.Link]; dup {

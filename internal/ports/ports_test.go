@@ -1,7 +1,6 @@
 package ports
 
 import (
-	"regexp"
 	"strings"
 	"testing"
 )
@@ -55,19 +54,6 @@ func TestParseErrors(t *testing.T) {
 			t.Errorf("Parse(%s): %v, want an error containing %q", tc.in, err, tc.want)
 		}
 	}
-}
-
-// FuzzIsLinkName checks the hand-written link name check against a DNS label regexp.
-func FuzzIsLinkName(f *testing.F) {
-	re := regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	for _, s := range []string{"", "a", "-", "a-", "chain-1", strings.Repeat("a", 63), strings.Repeat("a", 64), "A", "a.b"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if isLinkName(s) != re.MatchString(s) {
-			t.Fatalf("isLinkName(%q) = %v, regexp says %v", s, isLinkName(s), re.MatchString(s))
-		}
-	})
 }
 
 // Buffer sizes below 64 are taken (DPDK and libmemif take them too); 0 means the default.

@@ -8,29 +8,29 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/memifnet/memifnet/internal/tmpfs"
 )
 
 // TmpfsOptions describe a tmpfs mount.
 type TmpfsOptions struct {
 	// Source names who made the mount; it shows in /proc/self/mountinfo (e.g. "memifnet-slot").
 	Source string
-	// Size is the most bytes the file system holds (rounded up to pages by the kernel).
-	Size int64
-	// Inodes is the most files, directories and sockets it holds.
-	Inodes int64
+	// Limits are its size and inode limits; both are required.
+	Limits tmpfs.Limits
 	// Mode is the mode of its root directory.
 	Mode os.FileMode
 }
 
 func (o TmpfsOptions) check() error {
-	if o.Size <= 0 || o.Inodes <= 0 {
-		return fmt.Errorf("safefs: tmpfs needs a size and an inode limit (got %d bytes, %d inodes)", o.Size, o.Inodes)
+	if o.Limits.Size <= 0 || o.Limits.Inodes <= 0 {
+		return fmt.Errorf("safefs: tmpfs needs a size and an inode limit (got %d bytes, %d inodes)", o.Limits.Size, o.Limits.Inodes)
 	}
 	return nil
 }
 
 func (o TmpfsOptions) legacyData() string {
-	return fmt.Sprintf("size=%d,nr_inodes=%d,mode=%04o", o.Size, o.Inodes, o.Mode.Perm())
+	return fmt.Sprintf("size=%d,nr_inodes=%d,mode=%04o", o.Limits.Size, o.Limits.Inodes, o.Mode.Perm())
 }
 
 const mountAttrs = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC
@@ -131,8 +131,8 @@ func newTmpfs(o TmpfsOptions) (int, error) {
 	defer unix.Close(fsfd)
 	for _, kv := range [][2]string{
 		{"source", o.Source},
-		{"size", strconv.FormatInt(o.Size, 10)},
-		{"nr_inodes", strconv.FormatInt(o.Inodes, 10)},
+		{"size", strconv.FormatInt(int64(o.Limits.Size), 10)},
+		{"nr_inodes", strconv.FormatInt(o.Limits.Inodes, 10)},
 		{"mode", fmt.Sprintf("%04o", o.Mode.Perm())},
 	} {
 		if kv[1] == "" {

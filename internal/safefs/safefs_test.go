@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/memifnet/memifnet/internal/tmpfs"
 )
 
 // eachMode runs f with openat2 and the new mount API, and again with the fallbacks that older
@@ -319,7 +321,7 @@ func TestMountTmpfsLimits(t *testing.T) {
 		if _, err := d.Mkdir("slot", 0o755); err != nil {
 			t.Fatal(err)
 		}
-		id, err := d.MountTmpfs("slot", TmpfsOptions{Source: "safefs-test", Size: 64 << 10, Inodes: 8, Mode: 0o777})
+		id, err := d.MountTmpfs("slot", TmpfsOptions{Source: "safefs-test", Limits: tmpfs.Limits{Size: 64 << 10, Inodes: 8}, Mode: 0o777})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -356,7 +358,7 @@ func TestMountTmpfsLimits(t *testing.T) {
 		if created >= 8 {
 			t.Fatalf("created %d files in a tmpfs of 8 inodes", created)
 		}
-		if _, err := d.MountTmpfs("slot", TmpfsOptions{Size: 1, Inodes: 1}); !errors.Is(err, ErrRefused) {
+		if _, err := d.MountTmpfs("slot", TmpfsOptions{Limits: tmpfs.Limits{Size: 1, Inodes: 1}}); !errors.Is(err, ErrRefused) {
 			t.Fatalf("mounting on a mount point: %v, want refused", err)
 		}
 		if _, err := d.OpenDir("slot"); !errors.Is(err, ErrRefused) {
@@ -387,7 +389,7 @@ func linkSetup(t *testing.T) (root string, d, src *Dir, srcID Identity) {
 	if _, err := links.Mkdir("l1", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	id, err := links.MountTmpfs("l1", TmpfsOptions{Source: "safefs-test-link", Size: 64 << 10, Inodes: 16, Mode: 0o777})
+	id, err := links.MountTmpfs("l1", TmpfsOptions{Source: "safefs-test-link", Limits: tmpfs.Limits{Size: 64 << 10, Inodes: 16}, Mode: 0o777})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -597,7 +599,7 @@ func TestRemountedTmpfsHasNewIdentity(t *testing.T) {
 		}
 		seen := map[Identity]bool{}
 		for range 4 {
-			id, err := d.MountTmpfs("slot", TmpfsOptions{Size: 64 << 10, Inodes: 8, Mode: 0o777})
+			id, err := d.MountTmpfs("slot", TmpfsOptions{Limits: tmpfs.Limits{Size: 64 << 10, Inodes: 8}, Mode: 0o777})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/internal/testutil"
+	"github.com/memifnet/memifnet/internal/tmpfs"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 	"github.com/memifnet/memifnet/test/e2e/node"
 )
@@ -52,7 +53,7 @@ func TestTier1ContainerdCNI(t *testing.T) {
 		if _, err := sockets.Mkdir(slot, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := sockets.MountTmpfs(slot, safefs.TmpfsOptions{Source: "memifnet-slot", Size: 1 << 20, Inodes: 64, Mode: 0o777}); err != nil {
+		if _, err := sockets.MountTmpfs(slot, safefs.TmpfsOptions{Source: "memifnet-slot", Limits: tmpfs.Limits{Size: 1 << 20, Inodes: 64}, Mode: 0o777}); err != nil {
 			t.Fatal(err)
 		}
 	}

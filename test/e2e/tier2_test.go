@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 	"github.com/memifnet/memifnet/test/e2e/node"
 )
@@ -100,7 +101,7 @@ func TestTier2Kubelet(t *testing.T) {
 	if err := s.EnsureHugepages(16); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.StartContainerd(ctx, s.MemifCNI(node.KubeletDir)); err != nil {
+	if err := s.StartContainerd(ctx, s.MemifCNI(names.KubeletDir)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.StartKubelet(ctx, kubelet); err != nil {
@@ -167,7 +168,7 @@ func TestTier2Kubelet(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := node.Poll(ctx, 30*time.Second, "slots allocatable again", func() (bool, error) {
-		ids, err := node.Allocatable(ctx, filepath.Join(node.KubeletDir, "pod-resources", "kubelet.sock"), node.SocketResource)
+		ids, err := node.Allocatable(ctx, filepath.Join(names.KubeletDir, names.PodResourcesSocket), names.SocketResource)
 		return len(ids) == 2, err
 	}); err != nil {
 		t.Fatal(err)

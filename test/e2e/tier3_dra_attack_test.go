@@ -42,7 +42,7 @@ const (
 func (x *tier3) agentClient(ctx context.Context, t *testing.T) *kubernetes.Clientset {
 	t.Helper()
 	_, uid, _ := x.agentPod(ctx, t)
-	path := filepath.Join(cluster.KubeletDir, "pods", uid, "volumes", "kubernetes.io~projected", "api-token", "token")
+	path := filepath.Join(names.KubeletDir, "pods", uid, "volumes", "kubernetes.io~projected", "api-token", "token")
 	tok, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("the node agent's token: %v", err)

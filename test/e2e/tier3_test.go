@@ -425,8 +425,8 @@ func (x *tier3) slotsOf(ctx context.Context, t *testing.T, pods ...string) []str
 		var ids []string
 		if err := node.Poll(ctx, 2*time.Minute, "PodResources slot of "+p, func() (bool, error) {
 			var err error
-			ids, err = node.PodDevices(ctx, filepath.Join(cluster.KubeletDir, "pod-resources", "kubelet.sock"),
-				"default", p, node.SocketResource)
+			ids, err = node.PodDevices(ctx, filepath.Join(names.KubeletDir, names.PodResourcesSocket),
+				"default", p, names.SocketResource)
 			return err == nil && len(ids) > 0, err
 		}); err != nil || len(ids) != 1 {
 			t.Fatalf("%v: %q; want one slot", err, ids)

@@ -57,7 +57,8 @@ func (x *tier3) webhookReady(ctx context.Context, t *testing.T) {
 }
 
 // annotationOnlyPod is a memif-perf pod that says nothing about memifnet but its annotation:
-// the webhook adds the slots, the label and the affinity.
+// the webhook adds the slots, the label and the affinity (and no pool unit: a zero-copy port's
+// pool is the pod's own memory).
 func annotationOnlyPod(name, port, annotation string, args ...string) string {
 	y := strings.Replace(perfPod(name, port, "placeholder", args...), ", memifnet.io/socket: 1, memifnet.io/hugepool: 1", "", 1)
 	return strings.Replace(y, `'[{"name":"`+port+`","link":"placeholder"}]'`, "'"+annotation+"'", 1)
@@ -160,7 +161,9 @@ func (x *tier3) webhook(ctx context.Context, t *testing.T) {
 	x.kubectlIn(ctx, t, annotationOnlyPod("wh-rx", "east", `east@wh-link`, "--mode=rx", "--verify", "--size=1500", "--duration=8s", "--connect-timeout=2m"),
 		"apply", "-f", "-")
 	x.whBlockers(ctx, t, "wh-link", "west")
-	x.kubectlIn(ctx, t, annotationOnlyPod("wh-tx", "west", `[{"name":"west","link":"wh-link"}]`, "--mode=tx", "--verify", "--size=1500", "--duration=5s", "--connect-timeout=2m"),
+	// wh-tx is the link's client in zero-copy mode: it gets its slot and no pool unit, and its
+	// buffer pool (a sealed memfd of its own memory) carries the verified traffic.
+	x.kubectlIn(ctx, t, annotationOnlyPod("wh-tx", "west", `[{"name":"west","link":"wh-link","role":"client","zeroCopy":true}]`, "--mode=tx", "--verify", "--size=1500", "--duration=5s", "--connect-timeout=2m"),
 		"apply", "-f", "-")
 	for name, port := range map[string]string{"wh-rx": "east", "wh-tx": "west"} {
 		p := x.pod(ctx, t, name)
@@ -168,6 +171,13 @@ func (x *tier3) webhook(ctx context.Context, t *testing.T) {
 		lim, req := c.Resources.Limits[names.SocketResource], c.Resources.Requests[names.SocketResource]
 		if lim.Value() != 1 || req.Value() != 1 || p.Labels[names.LinkLabelPrefix+"wh-link"] != port {
 			t.Fatalf("%s: limits %v requests %v labels %v: want 1 slot and the link label", name, c.Resources.Limits, c.Resources.Requests, p.Labels)
+		}
+		for _, l := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+			for rn := range l {
+				if strings.HasPrefix(string(rn), names.ResourcePrefix) && rn != names.SocketResource {
+					t.Fatalf("%s: limits %v requests %v: the webhook added %s; a zero-copy port takes no pool unit", name, c.Resources.Limits, c.Resources.Requests, rn)
+				}
+			}
 		}
 		var terms []corev1.PodAffinityTerm
 		if p.Spec.Affinity != nil && p.Spec.Affinity.PodAffinity != nil {
@@ -177,7 +187,7 @@ func (x *tier3) webhook(ctx context.Context, t *testing.T) {
 			t.Fatalf("%s: pod affinity %+v", name, terms)
 		}
 	}
-	x.logf("webhook: annotation-only pods wh-rx, wh-tx got memifnet.io/socket: 1, label %swh-link and a required pod affinity on kubernetes.io/hostname", names.LinkLabelPrefix)
+	x.logf("webhook: annotation-only pods wh-rx, wh-tx (zero-copy client) got memifnet.io/socket: 1 and no pool unit, label %swh-link and a required pod affinity on kubernetes.io/hostname", names.LinkLabelPrefix)
 	x.whStatusPatches(ctx, t, "wh-rx")
 
 	// Refusals, each naming the field, at kubectl apply.
@@ -201,6 +211,13 @@ func (x *tier3) webhook(ctx context.Context, t *testing.T) {
 	x.podSucceeded(ctx, t, "default", "wh-tx", 3*time.Minute)
 	x.podSucceeded(ctx, t, "default", "wh-rx", 3*time.Minute)
 	x.verified(ctx, t, "default", "wh-rx")
+	// Zero-copy on the wire: the server mapped the client's pool as region 1 of 2.
+	for _, name := range []string{"wh-rx", "wh-tx"} {
+		if log := x.logs(ctx, "default", name); !strings.Contains(log, "ring 1024, 2 region(s)") {
+			t.Fatalf("%s: want the link up with the zero-copy client's 2 regions; kubectl logs:\n%s", name, log)
+		}
+	}
+	x.logf("webhook: wh-tx sent zero-copy (2 regions on both ends) without a pool unit; wh-rx verified it")
 	x.running(ctx, t, "wh-plain")
 	x.kubectl(ctx, t, "delete", "pod", "wh-rx", "wh-tx", "wh-plain", "--wait=true")
 

@@ -7,11 +7,6 @@
 // at all.
 package podquery
 
-import "github.com/memifnet/memifnet/internal/names"
-
-// Helper is the helper's file name; it is installed next to memif-cni.
-const Helper = names.PodInfoHelper
-
 // Query names the pod and the places to ask.
 type Query struct {
 	Namespace      string `json:"namespace"`

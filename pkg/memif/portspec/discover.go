@@ -12,7 +12,8 @@ import (
 	"github.com/memifnet/memifnet/internal/names"
 )
 
-// Where an application finds its ports.
+// Where an application finds its ports. This package is the public spelling of these names of
+// internal/names (code outside the module cannot import that), so its constants re-export them.
 const (
 	// DefaultDir is where the device plugin mounts the pod's socket slots and where the CNI
 	// plugin writes one FileName per slot.

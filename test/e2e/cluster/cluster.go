@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/test/e2e/node"
@@ -45,7 +46,6 @@ const (
 	BridgeIP      = "10.244.88.1"
 	Bridge        = "memifcl0"
 	APIServerPort = 6443
-	KubeletDir    = "/var/lib/kubelet"
 	// KubeletKubeconfig is the kubelet's kubeconfig (the node's credentials), where kubeadm keeps
 	// it: the Multus overlay's NetworkAttachmentDefinition names it for memif-cni.
 	KubeletKubeconfig = "/etc/kubernetes/kubelet.conf"
@@ -60,8 +60,8 @@ const (
 // the cluster comes up is removed when it goes down (after unmounting what is below it); one
 // that exists is left alone.
 var hostPaths = []string{
-	"/etc/cni", "/opt/cni", KubeletDir, "/var/log/pods", "/var/log/containers",
-	"/var/lib/memifnet", "/run/k8s.cni.cncf.io", "/run/containerd", "/var/lib/cni",
+	"/etc/cni", "/opt/cni", names.KubeletDir, "/var/log/pods", "/var/log/containers",
+	names.StateDir, "/run/k8s.cni.cncf.io", "/run/containerd", "/var/lib/cni",
 	"/etc/cdi", "/run/cdi", "/run/nri", "/run/multus", "/etc/kubernetes", "/opt/containerd",
 	"/var/lib/containerd",
 }
@@ -263,8 +263,8 @@ func preflight(in Inputs) error {
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
 		return errors.New("no CNI plugins in /usr/lib/cni: apt-get install containernetworking-plugins")
 	}
-	if _, err := os.Stat(KubeletDir); err == nil {
-		return fmt.Errorf("%s exists: a kubelet runs or ran on this machine (the e2e tier 2, or another cluster); stop it or remove the directory", KubeletDir)
+	if _, err := os.Stat(names.KubeletDir); err == nil {
+		return fmt.Errorf("%s exists: a kubelet runs or ran on this machine (the e2e tier 2, or another cluster); stop it or remove the directory", names.KubeletDir)
 	}
 	for _, port := range []int{2379, 2380, APIServerPort, 10248, 10250, 10257, 10259} {
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))

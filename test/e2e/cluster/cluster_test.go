@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 )
 
@@ -93,12 +94,12 @@ func TestSnapshotLeaks(t *testing.T) {
 	after.Netns = []string{"cni-1234", "other"}
 	after.Links = []string{"lo", Bridge, "eth9"}
 	after.Processes = []string{"11 /x/kubelet"}
-	after.Paths = []string{KubeletDir}
+	after.Paths = []string{names.KubeletDir}
 	got := before.Leaks(after, "/run/base")
 	want := []string{
 		"+mount / shared", "-mount / private", "+mount /var/lib/kubelet private",
 		"+netns cni-1234", "+link " + Bridge, "+iptables iptables-save: :KUBE-KUBELET-CANARY -",
-		"+path " + KubeletDir, "+process 11 /x/kubelet",
+		"+path " + names.KubeletDir, "+process 11 /x/kubelet",
 	}
 	slices.Sort(got)
 	slices.Sort(want)

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/test/e2e/node"
 )
 
@@ -353,7 +354,7 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 	}
 	if _, err := c.start("kubelet", nil, c.kube("kubelet"),
 		"--config="+c.Path("kubelet", "config.yaml"), "--kubeconfig="+KubeletKubeconfig,
-		"--root-dir="+KubeletDir, "--hostname-override="+NodeName,
+		"--root-dir="+names.KubeletDir, "--hostname-override="+NodeName,
 		"--containerd="+c.ContainerdSock(), "--v=2"); err != nil {
 		return err
 	}

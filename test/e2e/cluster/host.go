@@ -146,18 +146,3 @@ func restorePropagation(before []MountProp) error {
 	}
 	return errors.Join(errs...)
 }
-
-// RootPropagation is the propagation of the / mount.
-func RootPropagation() (string, error) {
-	all, err := safefs.ReadMountinfo()
-	if err != nil {
-		return "", err
-	}
-	prop := ""
-	for _, m := range all {
-		if m.Point == "/" {
-			prop = m.Propagation() // the last one is the top of the stack
-		}
-	}
-	return prop, nil
-}

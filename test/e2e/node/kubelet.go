@@ -19,13 +19,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/internal/testutil"
 )
 
-// The kubelet's paths are fixed: the device plugin API hard-codes /var/lib/kubelet.
+// The kubelet's paths are fixed (names.KubeletDir): the device plugin API hard-codes them.
 const (
-	KubeletDir = "/var/lib/kubelet"
 	NodeName   = "memifnet-e2e"
 	pluginHTTP = "127.0.0.1:19102"
 )
@@ -34,11 +34,11 @@ const (
 // what the kubelet will create there and in /var/log and the cgroup trees (only the parts that
 // did not exist before). Call it before StartContainerd so that it runs after containerd stops.
 func (s *Stack) ClaimKubeletDirs() error {
-	if _, err := os.Stat(KubeletDir); err == nil {
-		return fmt.Errorf("%s exists: a kubelet runs or ran on this machine; the e2e needs a machine without one (or remove it)", KubeletDir)
+	if _, err := os.Stat(names.KubeletDir); err == nil {
+		return fmt.Errorf("%s exists: a kubelet runs or ran on this machine; the e2e needs a machine without one (or remove it)", names.KubeletDir)
 	}
 	var created []string
-	for _, d := range []string{KubeletDir, "/var/log/pods", "/var/log/containers"} {
+	for _, d := range []string{names.KubeletDir, "/var/log/pods", "/var/log/containers"} {
 		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
 			created = append(created, d)
 		}
@@ -65,7 +65,7 @@ func (s *Stack) ClaimKubeletDirs() error {
 }
 
 func (s *Stack) kubeletArgs(bin string) []string {
-	return []string{bin, "--config", s.Path("kubelet", "config.yaml"), "--root-dir", KubeletDir,
+	return []string{bin, "--config", s.Path("kubelet", "config.yaml"), "--root-dir", names.KubeletDir,
 		"--cert-dir", s.Path("kubelet", "pki"), "--hostname-override", NodeName,
 		"--containerd", s.ContainerdSock(), "--v=2"}
 }
@@ -192,7 +192,7 @@ func (s *Stack) StartPlugin(ctx context.Context, config string, wantSlots int) e
 	}
 	start := time.Now()
 	p, err := Start("memif-deviceplugin", s.Path("logs", "deviceplugin.log"), s.Bin("memif-deviceplugin"),
-		"--config", s.Path("deviceplugin.yaml"), "--kubelet-dir", KubeletDir, "--state-dir", s.StateDir(),
+		"--config", s.Path("deviceplugin.yaml"), "--kubelet-dir", names.KubeletDir, "--state-dir", s.StateDir(),
 		"--devinfo-dir", filepath.Join(s.DevInfoDir(), "dp"), "--http-address", pluginHTTP,
 		"--reclaim-interval", "1s", "--log-format", "text")
 	if err != nil {
@@ -204,7 +204,7 @@ func (s *Stack) StartPlugin(ctx context.Context, config string, wantSlots int) e
 		if p.Exited() {
 			return false, fmt.Errorf("memif-deviceplugin exited: %v (see %s)", p.Err(), p.Log)
 		}
-		ids, err := Allocatable(ctx, filepath.Join(KubeletDir, "pod-resources", "kubelet.sock"), SocketResource)
+		ids, err := Allocatable(ctx, filepath.Join(names.KubeletDir, names.PodResourcesSocket), names.SocketResource)
 		return err == nil && len(ids) == wantSlots, err
 	})
 	if err == nil {

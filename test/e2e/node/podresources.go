@@ -17,9 +17,6 @@ import (
 	"github.com/memifnet/memifnet/internal/testutil"
 )
 
-// SocketResource is the device plugin's slot resource.
-const SocketResource = names.SocketResource
-
 // Allocatable asks a PodResources socket which devices of resource the node offers.
 func Allocatable(ctx context.Context, sock, resource string) ([]string, error) {
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -93,13 +90,13 @@ func LeftoversIn(stateDir, devInfoDir string) ([]string, error) {
 			out = append(out, "mount "+mp)
 		}
 	}
-	ports, _ := filepath.Glob(filepath.Join(stateDir, "sockets", "*", "port.json"))
+	ports, _ := filepath.Glob(filepath.Join(stateDir, names.SocketsSubdir, "*", names.PortFile))
 	for _, p := range ports {
 		out = append(out, "file "+p)
 	}
 	for _, d := range []string{
-		filepath.Join(stateDir, "links"),
-		filepath.Join(stateDir, "state"),
+		filepath.Join(stateDir, names.LinksSubdir),
+		filepath.Join(stateDir, names.StoreSubdir),
 		filepath.Join(devInfoDir, "cni"),
 	} {
 		err := filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
@@ -123,7 +120,7 @@ func LeftoversIn(stateDir, devInfoDir string) ([]string, error) {
 
 // SlotEntries lists a slot directory's entries (names), for "the next pod sees nothing".
 func (s *Stack) SlotEntries(slot string) ([]string, error) {
-	es, err := os.ReadDir(filepath.Join(s.StateDir(), "sockets", slot))
+	es, err := os.ReadDir(filepath.Join(s.StateDir(), names.SocketsSubdir, slot))
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 // PerfPod is a static pod running memif-perf --port on its one memif port (on link), as a
@@ -18,13 +20,13 @@ import (
 func PerfPod(name, port, link string, args ...string) *corev1.Pod {
 	no, yes, uid := false, true, int64(65532)
 	lim := corev1.ResourceList{
-		SocketResource:         resource.MustParse("1"),
+		names.SocketResource:   resource.MustParse("1"),
 		"memifnet.io/hugepool": resource.MustParse("1"),
 		corev1.ResourceMemory:  resource.MustParse("64Mi"),
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
-			Annotations: map[string]string{"memifnet.io/ports": `[{"name":"` + port + `","link":"` + link + `"}]`}},
+			Annotations: map[string]string{names.PortsAnnotation: `[{"name":"` + port + `","link":"` + link + `"}]`}},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                corev1.RestartPolicyNever,
 			AutomountServiceAccountToken: &no,
@@ -76,9 +78,9 @@ func (s *Stack) WaitExited(ctx context.Context, sandboxID, cname string, timeout
 
 // PodSlots asks the kubelet's PodResources which slots static pod name holds.
 func PodSlots(ctx context.Context, name string) ([]string, error) {
-	ids, err := PodDevices(ctx, filepath.Join(KubeletDir, "pod-resources", "kubelet.sock"), "default", name+"-"+NodeName, SocketResource)
+	ids, err := PodDevices(ctx, filepath.Join(names.KubeletDir, names.PodResourcesSocket), "default", name+"-"+NodeName, names.SocketResource)
 	if err == nil && len(ids) == 0 {
-		err = fmt.Errorf("pod %s holds no %s", name, SocketResource)
+		err = fmt.Errorf("pod %s holds no %s", name, names.SocketResource)
 	}
 	return ids, err
 }
@@ -89,10 +91,10 @@ func PodSlots(ctx context.Context, name string) ([]string, error) {
 // when it dies. It holds one slot for a host port.
 func HostilePod(name, script string) *corev1.Pod {
 	no, yes, root := false, true, int64(0)
-	lim := corev1.ResourceList{SocketResource: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("32Mi")}
+	lim := corev1.ResourceList{names.SocketResource: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("32Mi")}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
-			Annotations: map[string]string{"memifnet.io/ports": `[{"name":"west","peer":"host"}]`}},
+			Annotations: map[string]string{names.PortsAnnotation: `[{"name":"west","peer":"host"}]`}},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                corev1.RestartPolicyAlways,
 			ShareProcessNamespace:        &yes,

@@ -15,6 +15,7 @@ import (
 
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/testutil"
 )
 
@@ -122,7 +123,7 @@ func (s *Stack) Build(ctx context.Context) error {
 		"-entrypoint", "/usr/local/bin/memif-deviceplugin",
 		s.Bin("memif-perf")+"=/usr/local/bin/memif-perf",
 		s.Bin("memif-cni")+"=/usr/local/bin/memif-cni",
-		s.Bin("memif-cni-podinfo")+"=/usr/local/bin/memif-cni-podinfo",
+		s.Bin(names.PodInfoHelper)+"=/usr/local/bin/"+names.PodInfoHelper,
 		s.Bin("memif-deviceplugin")+"=/usr/local/bin/memif-deviceplugin",
 		s.Bin("memif-cni-install")+"=/usr/local/bin/memif-cni-install",
 		// The hostile-pod simulator (test/hostile/podsim): in this test image only, never in make image's.
@@ -226,7 +227,7 @@ func (s *Stack) installCNI(memif CNIPlugin) error {
 		}
 	}
 	if memif != nil {
-		for _, b := range []string{"memif-cni", "memif-cni-podinfo"} {
+		for _, b := range []string{"memif-cni", names.PodInfoHelper} {
 			if err := copyFile(s.Bin(b), filepath.Join(binDir, b), 0o755); err != nil {
 				return err
 			}

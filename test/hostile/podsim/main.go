@@ -40,6 +40,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 type pod struct {
@@ -91,7 +93,7 @@ func main() {
 
 // runScript runs the commands of a script, printing "cmd: ok result" or "cmd: err error" for each.
 func runScript(script string) {
-	slot, _, _ := strings.Cut(os.Getenv("MEMIFNET_SOCKETS"), ",")
+	slot, _, _ := strings.Cut(os.Getenv(names.EnvSockets), ",")
 	p := &pod{fds: map[string]int{}, maps: map[string][]byte{}, lis: -1}
 	for _, line := range strings.Split(script, ";") {
 		f := strings.Fields(strings.ReplaceAll(line, "{slot}", slot))

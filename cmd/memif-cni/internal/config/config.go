@@ -8,19 +8,20 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/memifnet/memifnet/internal/linkdir"
+	"github.com/memifnet/memifnet/cmd/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/tmpfs"
 )
 
-// Defaults of the path settings. Every path is overridable so that tests (and unusual nodes)
+// Defaults of the path settings (stateDir and kubeletDir default to names.StateDir and
+// names.KubeletDir). Every path is overridable so that tests (and unusual nodes)
 // can point the plugin elsewhere.
 const (
-	DefaultStateDir   = names.StateDir
-	DefaultKubeletDir = names.KubeletDir
 	DefaultDevInfoDir = "/var/run/k8s.cni.cncf.io/devinfo"
 	DefaultKubeletURL = "https://127.0.0.1:10250"
 )
@@ -70,20 +71,14 @@ type NetConf struct {
 	IPAMType      string        `json:"-"`
 }
 
-// LinkLimits are the size and inode limits of one link directory. A link holds the server's
-// socket; the defaults leave room for a few more files.
+// LinkLimits are the size and inode limits of one link directory (a link holds the server's
+// socket; linkdir.DefaultLimits leave room for a few more files). The key takes tmpfs.Limits'
+// form, {"size": "64Ki", "inodes": 16}, and memif-cni's first spelling of the size, "bytes" (a
+// byte count), which Parse folds into Size.
 type LinkLimits struct {
-	Bytes  int64 `json:"bytes,omitempty"`
-	Inodes int64 `json:"inodes,omitempty"`
+	tmpfs.Limits
+	Bytes int64 `json:"bytes,omitzero"`
 }
-
-// Bounds of LinkLimits (the defaults are linkdir.DefaultLimits).
-const (
-	minLinkBytes  = 4 << 10
-	maxLinkBytes  = 16 << 20
-	minLinkInodes = 4
-	maxLinkInodes = 4096
-)
 
 // RuntimeConfig is what the runtime passes for the capabilities the plugin declares. It is
 // decoded leniently: the runtime, not the user, writes it, and other capabilities may be there.
@@ -129,10 +124,10 @@ func Parse(data []byte, strict bool) (*NetConf, error) {
 		c.IPAMType = ipam.Type
 	}
 	if c.StateDir == "" {
-		c.StateDir = DefaultStateDir
+		c.StateDir = names.StateDir
 	}
 	if c.KubeletDir == "" {
-		c.KubeletDir = DefaultKubeletDir
+		c.KubeletDir = names.KubeletDir
 	}
 	if c.DeviceInfoDir == "" {
 		c.DeviceInfoDir = DefaultDevInfoDir
@@ -143,13 +138,8 @@ func Parse(data []byte, strict bool) (*NetConf, error) {
 	if c.TimeoutSeconds == 0 {
 		c.TimeoutSeconds = 10
 	}
-	if c.LinkLimits.Bytes == 0 {
-		c.LinkLimits.Bytes = linkdir.DefaultLimits.Bytes
-	}
-	if c.LinkLimits.Inodes == 0 {
-		c.LinkLimits.Inodes = linkdir.DefaultLimits.Inodes
-	}
 	var errs []string
+	errs = append(errs, c.LinkLimits.resolve()...)
 	for _, p := range []struct{ field, path string }{
 		{"stateDir", c.StateDir}, {"kubeletDir", c.KubeletDir}, {"deviceInfoDir", c.DeviceInfoDir},
 	} {
@@ -163,12 +153,6 @@ func Parse(data []byte, strict bool) (*NetConf, error) {
 	if c.KubeletURL != "none" && !strings.HasPrefix(c.KubeletURL, "https://") && !strings.HasPrefix(c.KubeletURL, "http://") {
 		errs = append(errs, fmt.Sprintf("field \"kubeletURL\": %q must be an http(s) URL or \"none\"", c.KubeletURL))
 	}
-	if b := c.LinkLimits.Bytes; b < minLinkBytes || b > maxLinkBytes {
-		errs = append(errs, fmt.Sprintf("field \"linkLimits.bytes\": %d must be %d..%d", b, minLinkBytes, maxLinkBytes))
-	}
-	if n := c.LinkLimits.Inodes; n < minLinkInodes || n > maxLinkInodes {
-		errs = append(errs, fmt.Sprintf("field \"linkLimits.inodes\": %d must be %d..%d", n, minLinkInodes, maxLinkInodes))
-	}
 	if c.TimeoutSeconds < 0 || c.TimeoutSeconds > 300 {
 		errs = append(errs, fmt.Sprintf("field \"timeoutSeconds\": %d must be 1..300", c.TimeoutSeconds))
 	}
@@ -176,6 +160,28 @@ func Parse(data []byte, strict bool) (*NetConf, error) {
 		return nil, Error("%s", strings.Join(errs, "; "))
 	}
 	return c, nil
+}
+
+// resolve folds bytes into size, fills unset limits from linkdir.DefaultLimits and checks them
+// against linkdir.Bounds, naming the key as the config spells it.
+func (l *LinkLimits) resolve() []string {
+	if l.Bytes != 0 {
+		if l.Size != 0 {
+			return []string{`field "linkLimits.bytes": set together with "linkLimits.size"; both are the size, set one`}
+		}
+		l.Size = tmpfs.Size(l.Bytes)
+	}
+	l.Limits = l.Limits.Or(linkdir.DefaultLimits)
+	var errs []string
+	for _, err := range l.Check("linkLimits", linkdir.Bounds) {
+		re := err.(*tmpfs.RangeError)
+		key, value := re.Name(), re.Value
+		if re.Field == "size" && l.Bytes != 0 {
+			key, value = "linkLimits.bytes", strconv.FormatInt(l.Bytes, 10)
+		}
+		errs = append(errs, fmt.Sprintf("field %q: %s must be %s..%s", key, value, re.Min, re.Max))
+	}
+	return errs
 }
 
 // describeJSONError turns encoding/json's errors into "field X: ..." messages.

@@ -1,8 +1,15 @@
 package config
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/memifnet/memifnet/cmd/internal/linkdir"
+	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/tmpfs"
 )
 
 func TestParseDefaultsAndRuntimeConfig(t *testing.T) {
@@ -12,7 +19,7 @@ func TestParseDefaultsAndRuntimeConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.StateDir != DefaultStateDir || c.KubeletDir != DefaultKubeletDir || c.IPAMType != "host-local" ||
+	if c.StateDir != names.StateDir || c.KubeletDir != names.KubeletDir || c.IPAMType != "host-local" ||
 		c.RuntimeConfig.PodAnnotations["a"] != "b" || c.TimeoutSeconds != 10 {
 		t.Fatalf("%+v", c)
 	}
@@ -49,5 +56,47 @@ func TestParseArgs(t *testing.T) {
 	}
 	if _, err := ParseArgs("junk"); err == nil {
 		t.Fatal("CNI_ARGS without = accepted")
+	}
+}
+
+// linkLimits: unset limits take linkdir.DefaultLimits; the size is "bytes" (memif-cni's first
+// spelling, a byte count) or "size" (tmpfs.Limits' form, a quantity); bad values name the key as
+// the config spells it.
+func TestParseLinkLimits(t *testing.T) {
+	conf := func(limits string) []byte {
+		return []byte(`{"cniVersion":"1.1.0","name":"n","type":"memif-cni","linkLimits":` + limits + `}`)
+	}
+	for in, want := range map[string]tmpfs.Limits{
+		`{}`:                               linkdir.DefaultLimits,
+		`{"bytes":131072,"inodes":32}`:     {Size: 128 << 10, Inodes: 32},
+		`{"size":"128Ki"}`:                 {Size: 128 << 10, Inodes: linkdir.DefaultLimits.Inodes},
+		`{"size":8192,"inodes":4}`:         {Size: 8 << 10, Inodes: 4},
+		`{"inodes":4096,"bytes":16777216}`: {Size: 16 << 20, Inodes: 4096},
+	} {
+		c, err := Parse(conf(in), true)
+		if err != nil || c.LinkLimits.Limits != want {
+			t.Errorf("linkLimits %s: %+v, %v; want %+v", in, c, err, want)
+		}
+	}
+	if c, err := Parse([]byte(`{"cniVersion":"1.1.0","name":"n","type":"memif-cni"}`), true); err != nil || c.LinkLimits.Limits != linkdir.DefaultLimits {
+		t.Errorf("no linkLimits: %+v, %v; want linkdir.DefaultLimits", c, err)
+	}
+	for in, want := range map[string]string{
+		`{"bytes":1}`:                 `field "linkLimits.bytes": 1 must be 4Ki..16Mi`,
+		`{"size":"1Gi"}`:              `field "linkLimits.size": "1Gi" must be 4Ki..16Mi`,
+		`{"inodes":5000}`:             `field "linkLimits.inodes": 5000 must be 4..4096`,
+		`{"bytes":8192,"size":"8Ki"}`: `field "linkLimits.bytes": set together with "linkLimits.size"`,
+		`{"bytes":"64Ki"}`:            `field "linkLimits.bytes": got a JSON string`,
+		`{"size":"64KB"}`:             `bad quantity "64KB"`,
+		`{"byte":4096}`:               `unknown field "byte"`,
+	} {
+		_, err := Parse(conf(in), true)
+		var te *types.Error
+		if !errors.As(err, &te) || te.Code != types.ErrInvalidNetworkConfig || !strings.Contains(err.Error(), want) {
+			t.Errorf("linkLimits %s: %v, want a code 7 error containing %q", in, err, want)
+		}
+	}
+	if _, err := Parse(conf(`{"byte":4096}`), false); err != nil {
+		t.Errorf("lenient (DEL) parse must accept unknown keys in linkLimits: %v", err)
 	}
 }

@@ -83,7 +83,7 @@ func annotation(ctx context.Context, conf *config.NetConf, k8s config.K8sArgs) (
 	if err != nil {
 		return "", cniErr(types.ErrTryAgainLater, "cannot read the pod's annotations", "%v", err)
 	}
-	return anns[ports.Annotation], nil
+	return anns[names.PortsAnnotation], nil
 }
 
 // podPorts parses and validates the pod's ports and asks the kubelet for its slots, one for each
@@ -96,7 +96,7 @@ func podPorts(ctx context.Context, conf *config.NetConf, k8s config.K8sArgs, ann
 	if k8s.Namespace == "" || k8s.Name == "" {
 		return nil, nil, cniErr(types.ErrInvalidEnvironmentVariables, "missing pod identity", "CNI_ARGS lacks K8S_POD_NAMESPACE or K8S_POD_NAME; memif ports need a Kubernetes pod")
 	}
-	if !isDNSLabel(k8s.Namespace) {
+	if !names.IsDNSLabel(k8s.Namespace) {
 		return nil, nil, cniErr(types.ErrInvalidEnvironmentVariables, "invalid pod namespace", "K8S_POD_NAMESPACE %q is not a DNS label", k8s.Namespace)
 	}
 	slots, err := podresources.Slots(ctx, conf.PodResourcesSocket(), k8s.Namespace, k8s.Name)
@@ -104,7 +104,7 @@ func podPorts(ctx context.Context, conf *config.NetConf, k8s config.K8sArgs, ann
 		return nil, nil, cniErr(types.ErrTryAgainLater, "cannot ask the kubelet for the pod's slots", "%v", err)
 	}
 	for _, s := range slots {
-		if !isDNSLabel(s) {
+		if !names.IsDNSLabel(s) {
 			return nil, nil, cniErr(types.ErrIOFailure, "invalid slot ID", "the kubelet reports %s %q, which is not a slot name of memif-deviceplugin", names.SocketResource, s)
 		}
 	}

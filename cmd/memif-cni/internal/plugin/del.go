@@ -9,12 +9,12 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
+	"github.com/memifnet/memifnet/cmd/internal/slotwire"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/peerconf"
 	"github.com/memifnet/memifnet/internal/safefs"
-	"github.com/memifnet/memifnet/internal/slotwire"
 )
 
 // Del undoes ADD. It never needs the pod, the kubelet or the netns: everything comes from the

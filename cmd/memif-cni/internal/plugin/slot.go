@@ -6,11 +6,11 @@ import (
 	"os"
 	"strings"
 
+	"github.com/memifnet/memifnet/cmd/internal/linkdir"
+	"github.com/memifnet/memifnet/cmd/internal/slotwire"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
-	"github.com/memifnet/memifnet/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/safefs"
-	"github.com/memifnet/memifnet/internal/slotwire"
 )
 
 // maxPortFile bounds what CHECK reads back from a slot: a pod may have put anything there.
@@ -35,7 +35,7 @@ func bootID() string {
 }
 
 func linkDirs(conf *config.NetConf) linkdir.Dirs {
-	return linkdir.Dirs{Root: conf.LinksDir(), Limits: linkdir.Limits{Bytes: conf.LinkLimits.Bytes, Inodes: conf.LinkLimits.Inodes}}
+	return linkdir.Dirs{Root: conf.LinksDir(), Limits: conf.LinkLimits.Limits}
 }
 
 // openSlot opens the tmpfs memif-deviceplugin mounted for slot.
@@ -43,7 +43,7 @@ func openSlot(conf *config.NetConf, slot string) (*safefs.Dir, error) {
 	return slotwire.OpenSlot(conf.SlotsDir(), slot)
 }
 
-// bindLink mounts the link's directory on <slot>/link (internal/slotwire).
+// bindLink mounts the link's directory on <slot>/link (cmd/internal/slotwire).
 func bindLink(slot *safefs.Dir, dirs linkdir.Dirs, ln state.Link) error {
 	return slotwire.BindLink(slot, dirs, ln.Namespace, ln.Name, ln.Mount)
 }
@@ -54,18 +54,4 @@ func refusal(err error, format string, a ...any) error {
 		return cniErr(ErrRefused, "refused a planted file", "%s: %v", fmt.Sprintf(format, a...), err)
 	}
 	return err
-}
-
-// isDNSLabel reports whether s is 1-63 characters of [a-z0-9-], alphanumeric at both ends: what
-// Kubernetes namespaces and the device plugin's slot IDs are. Both become directory names.
-func isDNSLabel(s string) bool {
-	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }

@@ -9,12 +9,12 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
+	"github.com/memifnet/memifnet/cmd/internal/slotwire"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/failpoint"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/ports"
 	"github.com/memifnet/memifnet/internal/safefs"
-	"github.com/memifnet/memifnet/internal/slotwire"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
@@ -146,7 +146,7 @@ func (a *attachment) publish(slot *safefs.Dir, i int, spec portspec.PortSpec) er
 	return nil
 }
 
-// writePortSpec writes port.json into the pod's slot (internal/slotwire).
+// writePortSpec writes port.json into the pod's slot (cmd/internal/slotwire).
 func writePortSpec(slot *safefs.Dir, spec portspec.PortSpec) error {
 	return slotwire.WritePortSpec(slot, spec)
 }

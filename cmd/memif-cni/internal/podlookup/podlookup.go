@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/memifnet/memifnet/cmd/internal/podquery"
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 // Pod identifies the pod from CNI_ARGS.
@@ -78,13 +79,13 @@ func Annotations(ctx context.Context, pod Pod, o Options) (map[string]string, So
 func ask(ctx context.Context, q podquery.Query) (podquery.Answer, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return podquery.Answer{}, fmt.Errorf("find %s: %w", podquery.Helper, err)
+		return podquery.Answer{}, fmt.Errorf("find %s: %w", names.PodInfoHelper, err)
 	}
 	in, err := json.Marshal(q)
 	if err != nil {
 		return podquery.Answer{}, err
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(filepath.Dir(self), podquery.Helper))
+	cmd := exec.CommandContext(ctx, filepath.Join(filepath.Dir(self), names.PodInfoHelper))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(in), &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -12,8 +12,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/memifnet/memifnet/internal/linkdir"
+	"github.com/memifnet/memifnet/cmd/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/tmpfs"
 )
 
 // MaxSocketSlots bounds socketSlots so that slot IDs stay short and a typo
@@ -25,7 +26,7 @@ type Config struct {
 	// SocketSlots is the number of memifnet.io/socket units on the node.
 	SocketSlots int `json:"socketSlots"`
 	// SlotLimits bound what one pod can store in one slot (each slot is its own tmpfs).
-	SlotLimits TmpfsLimits `json:"slotLimits"`
+	SlotLimits tmpfs.Limits `json:"slotLimits"`
 	// Pools are the hugepage pools, each advertised as memifnet.io/<name>.
 	Pools []Pool `json:"pools"`
 	// DRA is the Dynamic Resource Allocation driver's own share of the node (docs/dra.md).
@@ -44,37 +45,15 @@ type DRA struct {
 	Pools []Pool `json:"pools"`
 	// LinkLimits bound each link directory's tmpfs, which the two pods of a link can write to
 	// (as memif-cni's linkLimits; unset fields default to linkdir.DefaultLimits: see Links).
-	LinkLimits TmpfsLimits `json:"linkLimits"`
+	LinkLimits tmpfs.Limits `json:"linkLimits"`
 }
 
-// DefaultDRADriverName is the DRA driver name when the config names none.
-const DefaultDRADriverName = names.DRADriver
-
-// TmpfsLimits are the size and inode limits of one tmpfs the agent mounts for pods: a slot
-// (slotLimits: port.json, a socket and the link directory; the defaults leave room for a few
-// more files and keep a pod from filling the node's memory or disk through its slots) or a DRA
-// link directory (dra.linkLimits: the link's socket).
-type TmpfsLimits struct {
-	Size   Quantity `json:"size"`
-	Inodes int64    `json:"inodes"`
-}
-
-// Default slot limits, and the bounds a configuration may choose within.
-const (
-	DefaultSlotSize   = 1 << 20
-	DefaultSlotInodes = 64
-	minSlotSize       = 64 << 10
-	maxSlotSize       = 1 << 30
-	minSlotInodes     = 8
-	maxSlotInodes     = 1 << 20
-)
-
-// Bounds of dra.linkLimits, as memif-cni's linkLimits (the defaults are linkdir.DefaultLimits).
-const (
-	minLinkSize   = 4 << 10
-	maxLinkSize   = 16 << 20
-	minLinkInodes = 4
-	maxLinkInodes = 4096
+// Default slot limits (slotLimits: port.json, a socket and the link directory; they leave room
+// for a few more files and keep a pod from filling the node's memory or disk through its slots),
+// and the bounds a configuration may choose within. Link directories' are linkdir's.
+var (
+	DefaultSlotLimits = tmpfs.Limits{Size: 1 << 20, Inodes: 64}
+	slotBounds        = tmpfs.Bounds{Min: tmpfs.Limits{Size: 64 << 10, Inodes: 8}, Max: tmpfs.Limits{Size: 1 << 30, Inodes: 1 << 20}}
 )
 
 // Pool is one hugepage pool. Sizes are Kubernetes-style quantities (2Mi, 1Gi).
@@ -94,11 +73,11 @@ type Quantity struct {
 // UnmarshalJSON accepts a string such as "64Mi" or a plain integer.
 func (q *Quantity) UnmarshalJSON(b []byte) error {
 	s := strings.Trim(string(b), `"`)
-	n, err := ParseQuantity(s)
+	n, err := tmpfs.ParseSize(s)
 	if err != nil {
 		return err
 	}
-	*q = Quantity{Bytes: n, Text: s}
+	*q = Quantity{Bytes: int64(n), Text: s}
 	return nil
 }
 
@@ -114,30 +93,11 @@ func (q Quantity) String() string {
 	return strconv.FormatInt(q.Bytes, 10)
 }
 
-var quantityRE = regexp.MustCompile(`^([0-9]+)(Ki|Mi|Gi|Ti)?$`)
-
-// ParseQuantity parses "2Mi", "1Gi", "65536".
-func ParseQuantity(s string) (int64, error) {
-	m := quantityRE.FindStringSubmatch(s)
-	if m == nil {
-		return 0, fmt.Errorf("bad quantity %q: want a number with an optional Ki, Mi, Gi or Ti suffix", s)
-	}
-	n, err := strconv.ParseInt(m[1], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("bad quantity %q: %w", s, err)
-	}
-	shift := map[string]uint{"": 0, "Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40}[m[2]]
-	if n > (1<<62)>>shift {
-		return 0, fmt.Errorf("bad quantity %q: too large", s)
-	}
-	return n << shift, nil
-}
-
 // Default is used when no --config is given: the example of docs/design.md.
 func Default() Config {
 	return Config{
 		SocketSlots: 64,
-		SlotLimits:  TmpfsLimits{Size: Quantity{Bytes: DefaultSlotSize, Text: "1Mi"}, Inodes: DefaultSlotInodes},
+		SlotLimits:  DefaultSlotLimits,
 		Pools: []Pool{{
 			Name:             names.DefaultPool,
 			PageSize:         Quantity{Bytes: 2 << 20, Text: "2Mi"},
@@ -173,9 +133,9 @@ func Parse(b []byte) (Config, error) {
 	return c, nil
 }
 
-// poolNameRE keeps pool names valid as the name part of an extended resource
-// and as a file name, and keeps "socket" free for the slot resource.
-var poolNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
+// maxPoolNameLen keeps pool names, DNS labels, short as the name part of an extended resource
+// and a file name.
+const maxPoolNameLen = 32
 
 // Validate checks values; each error names the key it is about.
 func (c Config) Validate() error {
@@ -183,12 +143,7 @@ func (c Config) Validate() error {
 	if c.SocketSlots < 0 || c.SocketSlots > MaxSocketSlots {
 		errs = append(errs, fmt.Errorf("socketSlots: %d out of range 0..%d", c.SocketSlots, MaxSocketSlots))
 	}
-	if l := c.SlotLimits; l.Size.Bytes < minSlotSize || l.Size.Bytes > maxSlotSize {
-		errs = append(errs, fmt.Errorf("slotLimits.size: %q out of range 64Ki..1Gi", l.Size))
-	}
-	if l := c.SlotLimits; l.Inodes < minSlotInodes || l.Inodes > maxSlotInodes {
-		errs = append(errs, fmt.Errorf("slotLimits.inodes: %d out of range %d..%d", l.Inodes, minSlotInodes, maxSlotInodes))
-	}
+	errs = append(errs, c.SlotLimits.Check("slotLimits", slotBounds)...)
 	seen := map[string]bool{}
 	errs = append(errs, validatePools("pools", c.Pools, seen)...)
 	if c.DRA.Enabled {
@@ -203,7 +158,7 @@ var driverNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$`)
 func (d DRA) validate(seen map[string]bool) []error {
 	var errs []error
 	if d.DriverName != "" && (!driverNameRE.MatchString(d.DriverName) || !strings.Contains(d.DriverName, ".")) {
-		errs = append(errs, fmt.Errorf("dra.driverName: %q must be a DNS subdomain with a dot, e.g. %s", d.DriverName, DefaultDRADriverName))
+		errs = append(errs, fmt.Errorf("dra.driverName: %q must be a DNS subdomain with a dot, e.g. %s", d.DriverName, names.DRADriver))
 	}
 	if d.SocketSlots < 0 || d.SocketSlots > MaxSocketSlots {
 		errs = append(errs, fmt.Errorf("dra.socketSlots: %d out of range 0..%d", d.SocketSlots, MaxSocketSlots))
@@ -211,31 +166,17 @@ func (d DRA) validate(seen map[string]bool) []error {
 	if d.SocketSlots == 0 && len(d.Pools) == 0 {
 		errs = append(errs, fmt.Errorf("dra.socketSlots: DRA is enabled but owns no slots and no pools"))
 	}
-	if l := d.Links(); l.Size.Bytes < minLinkSize || l.Size.Bytes > maxLinkSize {
-		errs = append(errs, fmt.Errorf("dra.linkLimits.size: %q out of range 4Ki..16Mi", l.Size))
-	}
-	if l := d.Links(); l.Inodes < minLinkInodes || l.Inodes > maxLinkInodes {
-		errs = append(errs, fmt.Errorf("dra.linkLimits.inodes: %d out of range %d..%d", l.Inodes, minLinkInodes, maxLinkInodes))
-	}
+	errs = append(errs, d.Links().Check("dra.linkLimits", linkdir.Bounds)...)
 	return append(errs, validatePools("dra.pools", d.Pools, seen)...)
 }
 
 // Links are dra.linkLimits, a field left unset (zero) taking linkdir.DefaultLimits' value.
-func (d DRA) Links() TmpfsLimits {
-	l := d.LinkLimits
-	if l.Size.Bytes == 0 {
-		l.Size = Quantity{Bytes: linkdir.DefaultLimits.Bytes}
-	}
-	if l.Inodes == 0 {
-		l.Inodes = linkdir.DefaultLimits.Inodes
-	}
-	return l
-}
+func (d DRA) Links() tmpfs.Limits { return d.LinkLimits.Or(linkdir.DefaultLimits) }
 
 // Driver is the DRA driver name, defaulted.
 func (d DRA) Driver() string {
 	if d.DriverName == "" {
-		return DefaultDRADriverName
+		return names.DRADriver
 	}
 	return d.DriverName
 }
@@ -251,7 +192,7 @@ func validatePools(field string, pools []Pool, seen map[string]bool) []error {
 			errs = append(errs, fmt.Errorf("%s.name: required", key))
 		case p.Name == "socket":
 			errs = append(errs, fmt.Errorf("%s.name: %q is taken by the socket slot resource", key, p.Name))
-		case !poolNameRE.MatchString(p.Name):
+		case len(p.Name) > maxPoolNameLen || !names.IsDNSLabel(p.Name):
 			errs = append(errs, fmt.Errorf("%s.name: %q must be lowercase letters, digits and '-', at most 32 characters", key, p.Name))
 		case seen[p.Name]:
 			errs = append(errs, fmt.Errorf("%s.name: duplicate pool %q (pool names are unique across pools and dra.pools)", key, p.Name))

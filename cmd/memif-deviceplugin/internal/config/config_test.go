@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memifnet/memifnet/internal/linkdir"
+	"github.com/memifnet/memifnet/cmd/internal/linkdir"
 )
 
 func TestParseGood(t *testing.T) {
@@ -51,14 +51,14 @@ dra:
 	if !c.DRA.Enabled || c.DRA.SocketSlots != 4 || c.DRA.Driver() != "memifnet.io" || c.DRA.Pools[0].UnitSize.Bytes != 4<<20 {
 		t.Fatalf("got %+v", c.DRA)
 	}
-	if l := c.DRA.Links(); l.Size.Bytes != linkdir.DefaultLimits.Bytes || l.Inodes != linkdir.DefaultLimits.Inodes {
+	if l := c.DRA.Links(); l != linkdir.DefaultLimits {
 		t.Errorf("default link limits %+v, want linkdir.DefaultLimits", l)
 	}
 	c, err = Parse([]byte("dra:\n  enabled: true\n  socketSlots: 2\n  linkLimits: {size: 128Ki}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := c.DRA.Links(); l.Size.Bytes != 128<<10 || l.Inodes != linkdir.DefaultLimits.Inodes {
+	if l := c.DRA.Links(); l.Size != 128<<10 || l.Inodes != linkdir.DefaultLimits.Inodes {
 		t.Errorf("link limits %+v, want 128Ki and the default inodes", l)
 	}
 	// A disabled section is not checked: it may be filled in ahead of enabling it.

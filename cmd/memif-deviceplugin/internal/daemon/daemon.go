@@ -1,6 +1,7 @@
-// Package daemon wires the plugin together: providers, resources, one
-// kubelet server per resource, health checks, background reclaim through
-// PodResources, and the HTTP endpoints for metrics and probes.
+// Package daemon wires the node agent together: the slot and pool providers, the device plugin
+// (one resource and one kubelet server per resource, health checks, background reclaim through
+// PodResources), the DRA driver when the config enables it, and the HTTP endpoints for metrics
+// and probes.
 package daemon
 
 import (
@@ -35,11 +36,12 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/pools"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
-	"github.com/memifnet/memifnet/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
 )
 
-// Options are everything main gets from flags.
+// Options are what the agent runs with: the config file (parsed by main), main's flags, and the
+// DRA driver's API client (tests pass their own). Zero durations, SysfsRoot, DevinfoDir and Log
+// take the defaults in defaults; Config is used as given.
 type Options struct {
 	Config     config.Config
 	KubeletDir string // /var/lib/kubelet
@@ -62,7 +64,7 @@ type Options struct {
 	Log          *slog.Logger
 }
 
-// Defaults fills zero durations.
+// defaults fills the zero fields that have a default (as main's flags do).
 func (o *Options) defaults() {
 	if o.HealthInterval == 0 {
 		o.HealthInterval = 250 * time.Millisecond
@@ -113,8 +115,7 @@ func New(opts Options) (*Daemon, error) {
 		cdiW = &cdi.Writer{Dir: opts.CDIDir}
 	}
 	var provs []resource.Provider
-	limits := slots.Limits{Bytes: opts.Config.SlotLimits.Size.Bytes, Inodes: opts.Config.SlotLimits.Inodes}
-	sp, err := slots.New(opts.StateDir, opts.Config.SocketSlots, nodes, limits, devinfo.Writer{Dir: opts.DevinfoDir}, opts.Log)
+	sp, err := slots.New(opts.StateDir, opts.Config.SocketSlots, nodes, opts.Config.SlotLimits, devinfo.Writer{Dir: opts.DevinfoDir}, opts.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +129,7 @@ func New(opts Options) (*Daemon, error) {
 		provs = append(provs, pp)
 	}
 	if opts.Config.DRA.Enabled {
-		if d.dra, err = newDRA(opts, nodes, limits); err != nil {
+		if d.dra, err = newDRA(opts, nodes); err != nil {
 			return nil, err
 		}
 	}
@@ -154,22 +155,22 @@ func New(opts Options) (*Daemon, error) {
 }
 
 // newDRA makes the DRA driver's own slots (dra-slot-NNN) and pools and loads its checkpoint.
-func newDRA(opts Options, nodes []int, limits slots.Limits) (*dra.DeviceState, error) {
+func newDRA(opts Options, nodes []int) (*dra.DeviceState, error) {
 	dc := opts.Config.DRA
 	if opts.NodeName == "" {
 		return nil, errors.New("config dra.enabled: the node name is needed for ResourceSlices (--node-name or $NODE_NAME)")
 	}
 	do := dra.Options{
 		DriverName: dc.Driver(), NodeName: opts.NodeName, StateDir: opts.StateDir,
-		SlotsDir: filepath.Join(opts.StateDir, names.SocketsSubdir), SlotBytes: limits.Bytes,
+		SlotsDir: filepath.Join(opts.StateDir, names.SocketsSubdir), SlotBytes: int64(opts.Config.SlotLimits.Size),
 		KubeletDir: opts.KubeletDir, RecheckInterval: opts.HealthInterval,
-		LinkLimits: linkdir.Limits{Bytes: dc.Links().Size.Bytes, Inodes: dc.Links().Inodes},
+		LinkLimits: dc.Links(),
 		CDI:        cdi.Writer{Dir: opts.CDIDir}, Log: opts.Log,
 	}
 	if opts.CDIDir == "" {
 		do.CDI.Dir = cdi.DefaultDir
 	}
-	sp, err := slots.NewPrefixed(opts.StateDir, names.DRASlotPrefix, dc.SocketSlots, nodes, limits, devinfo.Writer{Dir: opts.DevinfoDir}, opts.Log)
+	sp, err := slots.NewPrefixed(opts.StateDir, names.DRASlotPrefix, dc.SocketSlots, nodes, opts.Config.SlotLimits, devinfo.Writer{Dir: opts.DevinfoDir}, opts.Log)
 	if err != nil {
 		return nil, fmt.Errorf("dra: %w", err)
 	}
@@ -183,9 +184,6 @@ func newDRA(opts Options, nodes []int, limits slots.Limits) (*dra.DeviceState, e
 	}
 	return dra.NewDeviceState(do)
 }
-
-// DRA is the DRA driver's device state, nil unless the config enables it.
-func (d *Daemon) DRA() *dra.DeviceState { return d.dra }
 
 // Resources are the served resources, in order: socket slots, then pools.
 func (d *Daemon) Resources() []*resource.Resource { return d.resources }

@@ -45,7 +45,6 @@ type Server struct {
 
 	registered    atomic.Bool
 	registrations atomic.Uint64
-	restarts      atomic.Uint64
 }
 
 // New makes a server for backend in dir (<kubelet-dir>/device-plugins).
@@ -55,9 +54,6 @@ func New(backend Backend, dir string, log *slog.Logger) *Server {
 	name := strings.ReplaceAll(backend.Name(), "/", "-") + ".sock"
 	return &Server{backend: backend, dir: dir, socket: name, log: log.With("resource", backend.Name())}
 }
-
-// Endpoint is the socket's base name, as sent to the kubelet.
-func (s *Server) Endpoint() string { return s.socket }
 
 // Registered says whether the kubelet accepted the last registration.
 func (s *Server) Registered() bool { return s.registered.Load() }
@@ -82,7 +78,6 @@ func (s *Server) Run(ctx context.Context) error {
 		s.watch(ctx, sockPath, ino, kubeletSock)
 		s.registered.Store(false)
 		gs.Stop()
-		s.restarts.Add(1)
 	}
 	return nil
 }

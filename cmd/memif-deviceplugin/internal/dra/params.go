@@ -9,6 +9,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/ports"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
@@ -118,7 +119,7 @@ func port(request string, pc PortConfig, link string) (ports.Port, error) {
 	if err != nil {
 		// "annotation memifnet.io/ports: port 0 (x): field ..." -> "field ...": the claim's
 		// parameters are not the annotation.
-		msg := strings.TrimPrefix(err.Error(), "annotation "+ports.Annotation+": ")
+		msg := strings.TrimPrefix(err.Error(), "annotation "+names.PortsAnnotation+": ")
 		msg = strings.ReplaceAll(msg, fmt.Sprintf("port 0 (%s): ", p.Name), "")
 		if p.Name == request && strings.Contains(msg, `"name"`) {
 			msg += " (the port name defaults to the request name; set \"name\" in the PortConfig)"

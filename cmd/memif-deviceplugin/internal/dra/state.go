@@ -13,12 +13,13 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/memifnet/memifnet/cmd/internal/linkdir"
+	"github.com/memifnet/memifnet/cmd/internal/slotwire"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
-	"github.com/memifnet/memifnet/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/ports"
-	"github.com/memifnet/memifnet/internal/slotwire"
+	"github.com/memifnet/memifnet/internal/tmpfs"
 )
 
 // Device kinds (the "type" attribute of a device in its ResourceSlice).
@@ -66,7 +67,7 @@ type Options struct {
 	Slots      Slots
 	SlotBytes  int64 // a slot's tmpfs size, its capacity in the slices
 	Pools      []Pool
-	LinkLimits linkdir.Limits
+	LinkLimits tmpfs.Limits
 	CDI        cdi.Writer
 	// KubeletDir holds the kubelet's plugins_registry/ and plugins/<driver>/ (the driver's socket).
 	KubeletDir string

@@ -21,13 +21,14 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
+	"github.com/memifnet/memifnet/cmd/internal/linkdir"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
-	"github.com/memifnet/memifnet/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/internal/testutil"
+	"github.com/memifnet/memifnet/internal/tmpfs"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
@@ -69,7 +70,7 @@ func newEnv(t *testing.T) *env {
 	state := t.TempDir()
 	t.Cleanup(func() { testutil.UnmountUnder(t, state) })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sp, err := slots.NewPrefixed(state, names.DRASlotPrefix, 4, []int{0}, slots.Limits{Bytes: 1 << 20, Inodes: 64}, devinfo.Writer{Dir: t.TempDir()}, log)
+	sp, err := slots.NewPrefixed(state, names.DRASlotPrefix, 4, []int{0}, tmpfs.Limits{Size: 1 << 20, Inodes: 64}, devinfo.Writer{Dir: t.TempDir()}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func (e *env) deviceState(t *testing.T) *DeviceState {
 		DriverName: names.DRADriver, NodeName: testNode, StateDir: e.state,
 		SlotsDir: filepath.Join(e.state, names.SocketsSubdir), Slots: e.slots, SlotBytes: 1 << 20,
 		Pools:      []Pool{{Name: "drapool", PageSize: "2Mi", UnitSize: 64 << 20, Units: e.pool}},
-		LinkLimits: linkdir.Limits{Bytes: 64 << 10, Inodes: 16},
+		LinkLimits: linkdir.DefaultLimits,
 		CDI:        cdi.Writer{Dir: e.cdiDir}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/testutil"
+	"github.com/memifnet/memifnet/internal/tmpfs"
 )
 
 // TestAllocate runs Allocate over the real slot provider in a temp dir: which devices it scrubs
@@ -190,7 +191,7 @@ func newEnv(t *testing.T, ids []string) *env {
 	root := t.TempDir()
 	t.Cleanup(func() { testutil.UnmountUnder(t, root) })
 	e := &env{root: root, devinfo: devinfo.Writer{Dir: filepath.Join(root, "devinfo")}}
-	p, err := slots.New(filepath.Join(root, "state"), len(ids), nil, slots.Limits{Bytes: 1 << 20, Inodes: 64}, e.devinfo,
+	p, err := slots.New(filepath.Join(root, "state"), len(ids), nil, tmpfs.Limits{Size: 1 << 20, Inodes: 64}, e.devinfo,
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	must(t, err)
 	e.provider = p

@@ -21,6 +21,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/internal/tmpfs"
 )
 
 const (
@@ -31,16 +32,10 @@ const (
 	mountSource = "memifnet-slot"
 )
 
-// Limits bound one slot's tmpfs.
-type Limits struct {
-	Bytes  int64
-	Inodes int64
-}
-
 // Provider manages the slot mounts under <stateDir>/sockets.
 type Provider struct {
 	dir     *safefs.Dir // <stateDir>/sockets: written by the plugin only
-	limits  Limits
+	limits  tmpfs.Limits
 	units   []device.Unit
 	devinfo devinfo.Writer
 	log     *slog.Logger
@@ -68,13 +63,13 @@ func PrefixedIDs(prefix string, n int) []string {
 // plugin restart) is kept as it is: a running pod may be using it. Slots are spread over the
 // NUMA nodes in contiguous blocks so that a container can get all of its slots on the node of its
 // pool units and CPUs.
-func New(stateDir string, n int, nodes []int, limits Limits, dw devinfo.Writer, log *slog.Logger) (*Provider, error) {
+func New(stateDir string, n int, nodes []int, limits tmpfs.Limits, dw devinfo.Writer, log *slog.Logger) (*Provider, error) {
 	return NewPrefixed(stateDir, "slot", n, nodes, limits, dw, log)
 }
 
 // NewPrefixed is New for slots named <prefix>-NNN: the DRA driver's own slots live next to the
 // device plugin's in the same directory and never share a name with them.
-func NewPrefixed(stateDir, prefix string, n int, nodes []int, limits Limits, dw devinfo.Writer, log *slog.Logger) (*Provider, error) {
+func NewPrefixed(stateDir, prefix string, n int, nodes []int, limits tmpfs.Limits, dw devinfo.Writer, log *slog.Logger) (*Provider, error) {
 	dir, err := safefs.MkdirAllOpen(stateDir+"/"+names.SocketsSubdir, 0o755)
 	if err != nil {
 		return nil, fmt.Errorf("slots dir: %w", err)
@@ -134,7 +129,7 @@ func (p *Provider) replace(id string) error {
 	if _, err := p.dir.Mkdir(id, 0o755); err != nil {
 		return fmt.Errorf("slot %s: %w", id, err)
 	}
-	mid, err := p.dir.MountTmpfs(id, safefs.TmpfsOptions{Source: mountSource, Size: p.limits.Bytes, Inodes: p.limits.Inodes, Mode: rootMode})
+	mid, err := p.dir.MountTmpfs(id, safefs.TmpfsOptions{Source: mountSource, Limits: p.limits, Mode: rootMode})
 	if err != nil {
 		return fmt.Errorf("slot %s: %w", id, err)
 	}

@@ -178,8 +178,10 @@ func (s *Session) waitUp(ctx context.Context, ports []*memif.Interface) int {
 			return ExitNoLink
 		}
 		link, _ := p.Link()
-		fmt.Fprintf(s.Stderr, "memif-perf: link up%s: peer %q (%s), %d rx / %d tx queues, ring %d\n",
-			name, link.PeerName, link.PeerApp, link.RxQueues, link.TxQueues, link.RingSize)
+		// The regions say whether a Go client shares a zero-copy pool: 1 in copy mode (rings and
+		// buffers), 2 with its pool (region 1), on both ends.
+		fmt.Fprintf(s.Stderr, "memif-perf: link up%s: peer %q (%s), %d rx / %d tx queues, ring %d, %d region(s)\n",
+			name, link.PeerName, link.PeerApp, link.RxQueues, link.TxQueues, link.RingSize, link.Regions)
 	}
 	return ExitOK
 }

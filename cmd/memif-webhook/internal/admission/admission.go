@@ -1,5 +1,5 @@
 // Package admission serves the admission.k8s.io/v1 AdmissionReview endpoints of the webhook: the
-// mutating one turns a pod's memifnet.io/ports annotation into limits, labels and affinity
+// mutating one turns a pod's memifnet.io/ports annotation into a socket limit, labels and affinity
 // (podpolicy.Mutate), the validating one checks the pod as it will be stored (podpolicy.Validate,
 // ValidateUpdate; updates through pods/status too). A refusal goes back to the pod's author (kubectl prints it) naming the field.
 package admission
@@ -35,7 +35,6 @@ type PeerFunc func(ctx context.Context, ns string, links []string) ([]podpolicy.
 
 // Handler serves both endpoints.
 type Handler struct {
-	Config podpolicy.Config
 	// Peers is asked only for pods with two or more links (a single link cannot be split).
 	Peers PeerFunc
 	Log   *slog.Logger
@@ -130,7 +129,7 @@ func (h *Handler) mutate(ctx context.Context, req *admissionv1.AdmissionRequest)
 			return h.deny(req, fmt.Errorf("looking up the pods of links %v: %w", links, err))
 		}
 	}
-	ops, err := podpolicy.Mutate(pod, h.Config, peers)
+	ops, err := podpolicy.Mutate(pod, peers)
 	if err != nil {
 		return h.deny(req, err)
 	}
@@ -161,7 +160,7 @@ func (h *Handler) validate(_ context.Context, req *admissionv1.AdmissionRequest)
 	}
 	switch {
 	case req.Operation == admissionv1.Create && !status:
-		err = podpolicy.Validate(pod, h.Config)
+		err = podpolicy.Validate(pod)
 	case req.Operation == admissionv1.Update:
 		var old *corev1.Pod
 		if old, err = decodePod(req.OldObject.Raw); err == nil {

@@ -23,7 +23,7 @@ import (
 
 func server(t *testing.T, objs ...runtime.Object) *httptest.Server {
 	t.Helper()
-	h := &Handler{Config: podpolicy.DefaultConfig(), Peers: APIPeers(fake.NewClientset(objs...)),
+	h := &Handler{Peers: APIPeers(fake.NewClientset(objs...)),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	mux := http.NewServeMux()
 	h.Register(mux)

@@ -44,7 +44,7 @@ func TestCheckAffinityRefusesCrossNamespaceLinkTerms(t *testing.T) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)
 		}
 		// Validate (the validating webhook's CREATE check) refuses it too.
-		if err := Validate(tc.pod, DefaultConfig()); err == nil {
+		if err := Validate(tc.pod); err == nil {
 			t.Errorf("%s: Validate accepted it", name)
 		}
 	}

@@ -1,9 +1,12 @@
 // Package podpolicy is what the admission webhook decides about a pod that carries the
 // memifnet.io/ports annotation, without any I/O: the annotation is parsed by internal/ports (the
-// parser memif-cni uses, so the messages are the same), the socket and pool limits are derived
-// from it or checked against it, and each link becomes a label and a required pod affinity that
-// puts the link's pods on one node. The caller looks up the link's existing pods (Peer) and
-// passes them in.
+// parser memif-cni uses, so the messages are the same), the socket limit is derived from it or
+// checked against it, and each link becomes a label and a required pod affinity that puts the
+// link's pods on one node. The caller looks up the link's existing pods (Peer) and passes them in.
+//
+// Pool limits (memifnet.io/<pool>) are the pod's own business: a zero-copy port takes no pool
+// unit (its buffer pool is a sealed memfd of the pod's own memory, see pkg/memif), and a copy-mode
+// client uses a unit only when the pod asks for one, so the webhook neither adds nor checks them.
 package podpolicy
 
 import (
@@ -23,18 +26,6 @@ import (
 
 // HostnameKey is the topology key of the link affinity: one node.
 const HostnameKey = "kubernetes.io/hostname"
-
-// Config is what the cluster's device plugin offers.
-type Config struct {
-	// Pool is the hugepage pool resource a zero-copy port needs one unit of
-	// (names.ResourcePrefix + pool name).
-	Pool corev1.ResourceName
-}
-
-// DefaultConfig asks for the pool the device plugin offers without a config.
-func DefaultConfig() Config {
-	return Config{Pool: corev1.ResourceName(names.ResourcePrefix + names.DefaultPool)}
-}
 
 // Peer is an existing pod of a link, placed on a node.
 type Peer struct {
@@ -84,12 +75,12 @@ func Links(ps []ports.Port) []string {
 }
 
 // Mutate returns the patch that makes an annotated pod schedulable as its annotation says: the
-// socket limit (one slot per port) and the pool limit (one unit per zero-copy port) where the pod
-// set none, one label per link and a required pod affinity to each link's pods on the hostname
-// topology. It refuses limits that contradict the annotation, link labels the annotation does not
-// name, and links whose peers already run on different nodes. A pod without the annotation gets
-// no patch. peers are the existing pods of the pod's links (any order; the pod itself excluded).
-func Mutate(pod *corev1.Pod, cfg Config, peers []Peer) ([]Op, error) {
+// socket limit (one slot per port) where the pod set none, one label per link and a required pod
+// affinity to each link's pods on the hostname topology. It refuses a socket limit below the
+// annotation's ports, link labels the annotation does not name, and links whose peers already run
+// on different nodes; pool limits it leaves as they are. A pod without the annotation gets no
+// patch. peers are the existing pods of the pod's links (any order; the pod itself excluded).
+func Mutate(pod *corev1.Pod, peers []Peer) ([]Op, error) {
 	ps, ok, err := Ports(pod)
 	if !ok || err != nil {
 		return nil, err
@@ -104,7 +95,7 @@ func Mutate(pod *corev1.Pod, cfg Config, peers []Peer) ([]Op, error) {
 		return nil, refuse("spec.containers: empty; the memif ports go to the first container")
 	}
 	var ops []Op
-	lim, err := limitOps(pod, cfg, ps)
+	lim, err := limitOps(pod, ps)
 	if err != nil {
 		return nil, err
 	}
@@ -115,9 +106,9 @@ func Mutate(pod *corev1.Pod, cfg Config, peers []Peer) ([]Op, error) {
 }
 
 // Validate checks the pod as it will be stored (after every mutating webhook): a valid
-// annotation, socket and pool limits that cover it, link labels only for its own links, and no
-// affinity term on link labels of other namespaces (CheckAffinity, in pod.Namespace).
-func Validate(pod *corev1.Pod, cfg Config) error {
+// annotation, a socket limit that covers it, link labels only for its own links, and no affinity
+// term on link labels of other namespaces (CheckAffinity, in pod.Namespace).
+func Validate(pod *corev1.Pod) error {
 	if err := CheckAffinity(pod, pod.Namespace); err != nil {
 		return err
 	}
@@ -136,12 +127,6 @@ func Validate(pod *corev1.Pod, cfg Config) error {
 	if sockets < int64(len(ps)) {
 		return refuse("spec.containers[*].resources.limits[%s]: %d in all, but annotation %s asks for %d port(s), one slot each",
 			names.SocketResource, sockets, names.PortsAnnotation, len(ps))
-	}
-	if zc := zeroCopy(ps); zc > 0 {
-		if pools := poolUnits(pod); pools < zc {
-			return refuse("spec.containers[*].resources.limits[%s*]: %d pool unit(s), but annotation %s has %d zero-copy port(s), one unit each",
-				names.ResourcePrefix, pools, names.PortsAnnotation, zc)
-		}
 	}
 	return nil
 }
@@ -224,16 +209,6 @@ func checkPeers(ps []ports.Port, peers []Peer) error {
 		names.PortsAnnotation, a.Link, a.Namespace, a.Name, a.Node, b.Link, b.Namespace, b.Name, b.Node)
 }
 
-func zeroCopy(ps []ports.Port) int64 {
-	var n int64
-	for _, p := range ps {
-		if p.ZeroCopy {
-			n++
-		}
-	}
-	return n
-}
-
 // sum adds up a resource's limits over the containers; set says whether any container names it.
 func sum(pod *corev1.Pod, rn corev1.ResourceName) (total int64, set bool) {
 	for _, c := range pod.Spec.Containers {
@@ -245,47 +220,20 @@ func sum(pod *corev1.Pod, rn corev1.ResourceName) (total int64, set bool) {
 	return total, set
 }
 
-// poolUnits adds up every memifnet.io pool resource's limits (any pool serves zero-copy).
-func poolUnits(pod *corev1.Pod) int64 {
-	var n int64
-	for _, c := range pod.Spec.Containers {
-		for rn, q := range c.Resources.Limits {
-			if strings.HasPrefix(string(rn), names.ResourcePrefix) && rn != names.SocketResource {
-				n += q.Value()
-			}
-		}
-	}
-	return n
-}
-
 // escape makes a map key a JSON pointer token (RFC 6901).
 func escape(s string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(s) }
 
-func limitOps(pod *corev1.Pod, cfg Config, ps []ports.Port) ([]Op, error) {
-	add := corev1.ResourceList{}
+// limitOps adds the socket limit when no container sets one, and refuses one below the ports.
+func limitOps(pod *corev1.Pod, ps []ports.Port) ([]Op, error) {
 	sockets, set := sum(pod, names.SocketResource)
 	switch {
-	case !set:
-		add[names.SocketResource] = *resource.NewQuantity(int64(len(ps)), resource.DecimalSI)
-	case sockets < int64(len(ps)):
+	case set && sockets < int64(len(ps)):
 		return nil, refuse("spec.containers[*].resources.limits[%s]: %d in all, but annotation %s asks for %d port(s), one slot each; remove the limit (the webhook sets it) or set %d",
 			names.SocketResource, sockets, names.PortsAnnotation, len(ps), len(ps))
-	}
-	if zc := zeroCopy(ps); zc > 0 {
-		units := poolUnits(pod)
-		_, poolSet := sum(pod, cfg.Pool)
-		switch {
-		case units >= zc:
-		case units == 0 && !poolSet:
-			add[cfg.Pool] = *resource.NewQuantity(zc, resource.DecimalSI)
-		default:
-			return nil, refuse("spec.containers[*].resources.limits[%s]: %d pool unit(s) in all, but annotation %s has %d zero-copy port(s), one unit each; remove the limit (the webhook sets it) or set %d",
-				cfg.Pool, units, names.PortsAnnotation, zc, zc)
-		}
-	}
-	if len(add) == 0 {
+	case set:
 		return nil, nil
 	}
+	add := corev1.ResourceList{names.SocketResource: *resource.NewQuantity(int64(len(ps)), resource.DecimalSI)}
 	// Extended resources: requests default to limits, and must equal them when set.
 	c := pod.Spec.Containers[0]
 	var ops []Op

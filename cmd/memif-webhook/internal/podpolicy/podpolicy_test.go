@@ -115,19 +115,23 @@ func limit(c corev1.Container, rn corev1.ResourceName) string {
 
 func q(s string) resource.Quantity { return resource.MustParse(s) }
 
-// An annotation-only pod gets its slots, a pool unit per zero-copy port, a label per link and a
-// required affinity to each link's pods on one node; what it had stays.
+// An annotation-only pod gets its slots, a label per link and a required affinity to each link's
+// pods on one node, and no pool unit, zero-copy port or not (a zero-copy pool is the pod's own
+// memory); what it had stays.
 func TestMutateAnnotationOnly(t *testing.T) {
 	p := pod(`[{"name":"east","link":"l1","zeroCopy":true},{"name":"west","link":"l2"},{"name":"up","peer":"host"}]`, nil)
 	p.Labels = map[string]string{"app": "x"}
-	ops, err := Mutate(p, DefaultConfig(), nil)
+	ops, err := Mutate(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := apply(t, p, ops)
 	app := got.Spec.Containers[0]
-	if limit(app, names.SocketResource) != "3" || limit(app, "memifnet.io/hugepool") != "1" {
-		t.Errorf("limits %v, want 3 sockets and 1 hugepool unit", app.Resources.Limits)
+	if limit(app, names.SocketResource) != "3" || len(app.Resources.Limits) != 1 {
+		t.Errorf("limits %v, want 3 sockets and nothing else", app.Resources.Limits)
+	}
+	if len(app.Resources.Requests) != 0 {
+		t.Errorf("requests %v, want none (defaulted from the limits)", app.Resources.Requests)
 	}
 	if len(got.Spec.Containers[1].Resources.Limits) != 0 {
 		t.Errorf("second container got limits %v", got.Spec.Containers[1].Resources.Limits)
@@ -157,11 +161,11 @@ func TestMutateAnnotationOnly(t *testing.T) {
 			t.Errorf("pod does not match its own term %d", i)
 		}
 	}
-	if err := Validate(got, DefaultConfig()); err != nil {
+	if err := Validate(got); err != nil {
 		t.Errorf("the mutated pod does not validate: %v", err)
 	}
 	// Called again on its own result (reinvocation), it changes nothing but re-setting labels.
-	again, err := Mutate(got, DefaultConfig(), nil)
+	again, err := Mutate(got, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +187,7 @@ func TestMutateKeepsWhatIsThere(t *testing.T) {
 	p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{"cpu": q("500m")}
 	other := corev1.PodAffinityTerm{TopologyKey: "zone", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}}
 	p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{other}}}
-	ops, err := Mutate(p, DefaultConfig(), nil)
+	ops, err := Mutate(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +210,7 @@ func TestMutateKeepsWhatIsThere(t *testing.T) {
 	for _, a := range []*corev1.Affinity{{}, {PodAffinity: &corev1.PodAffinity{}}, {NodeAffinity: &corev1.NodeAffinity{}}} {
 		p := pod(`east@l1`, nil)
 		p.Spec.Affinity = a
-		ops, err := Mutate(p, DefaultConfig(), nil)
+		ops, err := Mutate(p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,14 +224,14 @@ func TestMutateKeepsWhatIsThere(t *testing.T) {
 // extra ones stay unused); host-only ports get no label or affinity.
 func TestMutateKeepsSufficientLimits(t *testing.T) {
 	p := pod(`up`, corev1.ResourceList{names.SocketResource: q("2")})
-	ops, err := Mutate(p, DefaultConfig(), nil)
+	ops, err := Mutate(p, nil)
 	if err != nil || len(ops) != 0 {
 		t.Fatalf("ops %+v, %v; want none", ops, err)
 	}
 	// Limits in another container count.
 	p = pod(`[{"name":"a","link":"l","zeroCopy":true}]`, nil)
 	p.Spec.Containers[1].Resources.Limits = corev1.ResourceList{names.SocketResource: q("1"), "memifnet.io/bigpool": q("1")}
-	ops, err = Mutate(p, DefaultConfig(), nil)
+	ops, err = Mutate(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,14 +240,40 @@ func TestMutateKeepsSufficientLimits(t *testing.T) {
 	}
 }
 
-func TestMutateConfiguredPool(t *testing.T) {
-	p := pod(`[{"name":"a","link":"l","zeroCopy":true},{"name":"b","peer":"host","zeroCopy":true}]`, nil)
-	ops, err := Mutate(p, Config{Pool: "memifnet.io/bigpool"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := apply(t, p, ops); limit(got.Spec.Containers[0], "memifnet.io/bigpool") != "2" {
-		t.Errorf("limits %v", got.Spec.Containers[0].Resources.Limits)
+// Pool limits are the pod's own: zero-copy ports need none (their pool is a sealed memfd of the
+// pod's memory), so whatever the pod asks for, none or zero or more units than ports, is kept
+// as it is, and the webhook neither adds one nor refuses the pod for it, in Mutate or Validate.
+func TestPoolLimitsUntouched(t *testing.T) {
+	zc := `[{"name":"a","link":"l","zeroCopy":true},{"name":"b","peer":"host","zeroCopy":true}]`
+	for name, pools := range map[string]corev1.ResourceList{
+		"none":              nil,
+		"zero":              {"memifnet.io/hugepool": q("0")},
+		"one for two ports": {"memifnet.io/hugepool": q("1")},
+		"other pools":       {"memifnet.io/bigpool": q("3"), "memifnet.io/hugepool": q("2")},
+	} {
+		p := pod(zc, pools.DeepCopy())
+		ops, err := Mutate(p, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := apply(t, p, ops)
+		lim := got.Spec.Containers[0].Resources.Limits
+		if limit(got.Spec.Containers[0], names.SocketResource) != "2" || len(lim) != len(pools)+1 {
+			t.Errorf("%s: limits %v, want 2 sockets and the pod's pool limits %v", name, lim, pools)
+		}
+		for rn, want := range pools {
+			if have := lim[rn]; have.Cmp(want) != 0 {
+				t.Errorf("%s: %s=%s, want the pod's %s", name, rn, have.String(), want.String())
+			}
+		}
+		for _, op := range ops {
+			if strings.Contains(op.Path, "pool") {
+				t.Errorf("%s: op %+v touches a pool", name, op)
+			}
+		}
+		if err := Validate(got); err != nil {
+			t.Errorf("%s: the mutated pod does not validate: %v", name, err)
+		}
 	}
 }
 
@@ -263,8 +293,8 @@ func TestRefusals(t *testing.T) {
 			want: `spec.containers[*].resources.limits[memifnet.io/socket]: 1 in all, but annotation memifnet.io/ports asks for 2 port(s)`},
 		{name: "zero sockets", pod: pod(`a@l`, corev1.ResourceList{names.SocketResource: q("0")}),
 			want: `limits[memifnet.io/socket]: 0 in all`},
-		{name: "pool set to zero", pod: pod(`[{"name":"a","link":"l","zeroCopy":true}]`, corev1.ResourceList{"memifnet.io/hugepool": q("0")}),
-			want: `spec.containers[*].resources.limits[memifnet.io/hugepool]: 0 pool unit(s) in all, but annotation memifnet.io/ports has 1 zero-copy port(s)`},
+		{name: "too few sockets for zero-copy ports", pod: pod(`[{"name":"a","link":"l","zeroCopy":true},{"name":"b","peer":"host","zeroCopy":true}]`, corev1.ResourceList{names.SocketResource: q("1"), "memifnet.io/hugepool": q("2")}),
+			want: `spec.containers[*].resources.limits[memifnet.io/socket]: 1 in all, but annotation memifnet.io/ports asks for 2 port(s)`},
 		{name: "forged link label", pod: pod(`a@mine`, nil), labels: map[string]string{"link.memifnet.io/theirs": "x"},
 			want: `metadata.labels[link.memifnet.io/theirs]: names a link that annotation memifnet.io/ports does not`},
 		{name: "peers on two nodes", pod: pod(`a@l1,b@l2`, nil),
@@ -277,7 +307,7 @@ func TestRefusals(t *testing.T) {
 			if tc.labels != nil {
 				tc.pod.Labels = tc.labels
 			}
-			ops, err := Mutate(tc.pod, DefaultConfig(), tc.peers)
+			ops, err := Mutate(tc.pod, tc.peers)
 			var r *Refusal
 			if !errors.As(err, &r) || !strings.Contains(err.Error(), tc.want) || ops != nil {
 				t.Errorf("Mutate: %v (ops %+v), want a refusal containing %q", err, ops, tc.want)
@@ -290,13 +320,13 @@ func TestRefusals(t *testing.T) {
 func TestPeersOnOneNode(t *testing.T) {
 	p := pod(`a@l1,b@l2`, nil)
 	peers := []Peer{{Link: "l1", Name: "p", Node: "n1"}, {Link: "l2", Name: "q", Node: "n1"}, {Link: "other", Name: "r", Node: "n2"}}
-	if _, err := Mutate(p, DefaultConfig(), peers); err != nil {
+	if _, err := Mutate(p, peers); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestNoAnnotationNoPatch(t *testing.T) {
-	ops, err := Mutate(pod("", nil), DefaultConfig(), nil)
+	ops, err := Mutate(pod("", nil), nil)
 	if err != nil || ops != nil {
 		t.Fatalf("%+v, %v", ops, err)
 	}
@@ -307,8 +337,13 @@ func TestNoAnnotationNoPatch(t *testing.T) {
 func TestValidate(t *testing.T) {
 	ok := pod(`a@l`, corev1.ResourceList{names.SocketResource: q("1")})
 	ok.Labels = map[string]string{"link.memifnet.io/l": "a"}
-	if err := Validate(ok, DefaultConfig()); err != nil {
+	if err := Validate(ok); err != nil {
 		t.Fatal(err)
+	}
+	// A zero-copy port needs no pool unit.
+	zc := pod(`[{"name":"a","peer":"host","zeroCopy":true}]`, corev1.ResourceList{names.SocketResource: q("1")})
+	if err := Validate(zc); err != nil {
+		t.Errorf("zero-copy pod without a pool limit: %v", err)
 	}
 	noAnn := pod("", nil)
 	noAnn.Labels = map[string]string{"link.memifnet.io/l": "a"}
@@ -318,10 +353,10 @@ func TestValidate(t *testing.T) {
 	}{
 		"label without annotation": {noAnn, "metadata.labels[link.memifnet.io/l]"},
 		"limits removed":           {pod(`a@l`, nil), "limits[memifnet.io/socket]: 0 in all"},
-		"pool missing":             {pod(`[{"name":"a","peer":"host","zeroCopy":true}]`, corev1.ResourceList{names.SocketResource: q("1")}), "1 zero-copy port(s)"},
+		"sockets below the ports":  {pod(`[{"name":"a","peer":"host","zeroCopy":true},{"name":"b","peer":"host"}]`, corev1.ResourceList{names.SocketResource: q("1")}), "limits[memifnet.io/socket]: 1 in all"},
 		"bad annotation":           {pod(`A@l`, nil), `field "name"`},
 	} {
-		if err := Validate(tc.pod, DefaultConfig()); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := Validate(tc.pod); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)
 		}
 	}

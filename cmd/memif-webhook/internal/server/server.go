@@ -28,7 +28,6 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-webhook/internal/cainject"
 	"github.com/memifnet/memifnet/cmd/memif-webhook/internal/certs"
 	"github.com/memifnet/memifnet/cmd/memif-webhook/internal/explain"
-	"github.com/memifnet/memifnet/cmd/memif-webhook/internal/podpolicy"
 )
 
 // Options are the webhook's settings (flags of cmd/memif-webhook).
@@ -37,7 +36,6 @@ type Options struct {
 	Identity             certs.Identity
 	Configuration        string // name of both webhook configurations
 	Lease, Holder        string // leader election Lease (in Identity.Namespace) and this replica's name
-	Policy               podpolicy.Config
 	// Interval between passes of the certificate, injection, readiness and explain loops.
 	Interval time.Duration
 }
@@ -50,7 +48,7 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options, log *slog.Logg
 	target := cainject.Target{Configuration: o.Configuration, Namespace: o.Identity.Namespace, Service: o.Identity.Service}
 
 	mux := http.NewServeMux()
-	(&admission.Handler{Config: o.Policy, Peers: admission.APIPeers(cs), Log: log}).Register(mux)
+	(&admission.Handler{Peers: admission.APIPeers(cs), Log: log}).Register(mux)
 	srv := &http.Server{Addr: o.Listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig: &tls.Config{GetCertificate: loader.GetCertificate, MinVersion: tls.VersionTLS12}}
 	health := http.NewServeMux()

@@ -173,13 +173,6 @@ func (p *Peer) Seen(e Event) bool {
 	return false
 }
 
-// Events are the events so far, in order.
-func (p *Peer) Events() []Event {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]Event(nil), p.events...)
-}
-
 // Output is what the peer reported so far: the command line, events and errors.
 func (p *Peer) Output() string {
 	p.mu.Lock()

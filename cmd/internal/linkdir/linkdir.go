@@ -1,8 +1,8 @@
-// Package linkdir makes the directories of pod-to-pod links: <stateDir>/links/<namespace>/<link>,
-// each its own small tmpfs. Both pods of a link can write there (the server creates its socket),
-// so the tmpfs bounds what they can store to a few files and never the node's disk, and a link
-// made again later under the same name gets a new file system that an old tenant's kept
-// descriptor cannot reach.
+// Package linkdir makes the directories of pod-to-pod links: <root>/<namespace>/<link>, each its
+// own small tmpfs (memif-cni's root is <stateDir>/links, the DRA driver's <stateDir>/dra/links).
+// Both pods of a link can write there (the server creates its socket), so the tmpfs bounds what
+// they can store to a few files and never the node's disk, and a link made again later under the
+// same name gets a new file system that an old tenant's kept descriptor cannot reach.
 package linkdir
 
 import (
@@ -13,24 +13,25 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/internal/tmpfs"
 )
 
 // MountSource marks link mounts in /proc/self/mountinfo.
 const MountSource = "memifnet-link"
 
-// Limits bound one link's tmpfs.
-type Limits struct {
-	Bytes  int64
-	Inodes int64
-}
-
 // DefaultLimits hold a link's socket and nothing much else: the directory is the pod's to write.
-var DefaultLimits = Limits{Bytes: 64 << 10, Inodes: 16}
+// memif-cni's linkLimits and the device plugin's dra.linkLimits take them for unset fields.
+var DefaultLimits = tmpfs.Limits{Size: 64 << 10, Inodes: 16}
 
-// Dirs implements state.LinkDirs under Root (<stateDir>/links, written by memif-cni only).
+// Bounds are what linkLimits and dra.linkLimits may choose within.
+var Bounds = tmpfs.Bounds{Min: tmpfs.Limits{Size: 4 << 10, Inodes: 4}, Max: tmpfs.Limits{Size: 16 << 20, Inodes: 4096}}
+
+// Dirs are the link directories under Root: <stateDir>/links for memif-cni (its state.LinkDirs),
+// <stateDir>/dra/links for the DRA driver. Only the agent that owns Root writes the directories;
+// pods write only inside a link's tmpfs.
 type Dirs struct {
 	Root   string
-	Limits Limits
+	Limits tmpfs.Limits
 }
 
 func (d Dirs) nsDir(ns string, create bool) (*safefs.Dir, error) {
@@ -58,7 +59,7 @@ func (d Dirs) Make(ns, name string) (safefs.Identity, error) {
 	if _, err := nsd.Mkdir(name, 0o755); err != nil {
 		return safefs.Identity{}, err
 	}
-	return nsd.MountTmpfs(name, safefs.TmpfsOptions{Source: MountSource, Size: d.Limits.Bytes, Inodes: d.Limits.Inodes, Mode: 0o777})
+	return nsd.MountTmpfs(name, safefs.TmpfsOptions{Source: MountSource, Limits: d.Limits, Mode: 0o777})
 }
 
 // Check says whether the link's tmpfs is still the one Make mounted.
@@ -75,7 +76,7 @@ func (d Dirs) Check(ns, name string, mount safefs.Identity) error {
 	case !in.MountRoot:
 		return fmt.Errorf("%s/%s/%s is not mounted", d.Root, ns, name)
 	case in.Identity != mount:
-		return fmt.Errorf("%s/%s/%s is another mount (%s) than memif-cni's (%s)", d.Root, ns, name, in.Identity, mount)
+		return fmt.Errorf("%s/%s/%s is another mount (%s) than the one made for the link (%s)", d.Root, ns, name, in.Identity, mount)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/memifnet/memifnet/cmd/internal/podquery"
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 // Sources of the annotations.
@@ -24,7 +25,7 @@ const (
 )
 
 // UserAgent is what the lookups call themselves: the helper's name.
-const UserAgent = podquery.Helper
+const UserAgent = names.PodInfoHelper
 
 // Lookup asks the kubelet, then the API server, whichever q names.
 func Lookup(ctx context.Context, q podquery.Query) podquery.Answer {
