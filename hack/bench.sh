@@ -15,7 +15,11 @@
 #   DUR=S       receiver seconds from link up (default 8, QUICK: 5). Mpps = mean of the receiver's
 #               per-second samples without the first and last one (the same trimming for testpmd
 #               and memif-perf); the sender is stopped once the receiver is done.
-#   CASES="..." subset of: 64 1500 chain zc64 zc1500 verify lat (default: all)
+#   CASES="..." subset of: 64 1500 chain zc64 zc1500 verify fwd64 fwd1500 lat (default: all).
+#               fwd64/fwd1500: a generator on one CPU, a forwarder alone on the other, Go
+#               (memif-perf --mode fwd) against testpmd io forwarding between two net_memif ports,
+#               and the generator alone (hack/bench/fwd.sh). lat: ping-pong round trips, and the
+#               machine's cache-line ping-pong (hack/bench/clping) in the same rounds.
 #   DIRS="..."  c2s (sender = memif client, receiver = server) and/or s2c, for 64 and 1500
 #               (default: both)
 #   CHAIN_DIRS="...", ZC_DIRS="..."  the same for the chained case (default: c2s) and the zero-copy
@@ -31,7 +35,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 QUICK=${QUICK:-0}
 if [ "$QUICK" = 1 ]; then REPS=${REPS:-3}; DUR=${DUR:-5}; else REPS=${REPS:-5}; DUR=${DUR:-8}; fi
-CASES=${CASES:-"64 1500 chain zc64 zc1500 verify lat"}
+CASES=${CASES:-"64 1500 chain zc64 zc1500 verify fwd64 fwd1500 lat"}
 DIRS=${DIRS:-"c2s s2c"}
 CHAIN_DIRS=${CHAIN_DIRS:-c2s}
 ZC_DIRS=${ZC_DIRS:-"c2s s2c"}
@@ -88,7 +92,7 @@ listener_up() {  # a SOCK_SEQPACKET listener bound to the abstract name @$SOCK
 }
 
 echo "bench: building memif-perf and dpdk-memif-peer" >&2
-(cd "$ROOT" && go build -o "$TMP/memif-perf" ./cmd/memif-perf)
+(cd "$ROOT" && go build -o "$TMP/memif-perf" ./cmd/memif-perf && go build -o "$TMP/clping" ./hack/bench/clping)
 if [ -z "${PEER:-}" ]; then
   (cd "$ROOT" && go build -o "$TMP/dpdk-memif-peer" ./pkg/memif/internal/dpdkpeer/cmd/dpdk-memif-peer)
   PEER=$TMP/dpdk-memif-peer
@@ -255,6 +259,9 @@ run_lat() {
 
 has() { case " $CASES " in *" $1 "*) return 0;; esac; return 1; }
 
+# shellcheck source=bench/fwd.sh
+. "$ROOT/hack/bench/fwd.sh"
+
 # The work list of one round: one "kind case dir pair" per line, each case's rows together.
 plan() {
   local c d
@@ -278,7 +285,8 @@ plan() {
       echo "tput $c $d DDzce"
     done
   done
-  if has lat; then echo "lat - - GG"; echo "lat - - GD"; fi
+  plan_fwd
+  if has lat; then echo "lat - - GG"; echo "lat - - GD"; echo "lat - - CL"; fi
 }
 
 mkdir -p "$(dirname "$OUT")"
@@ -294,7 +302,12 @@ for round in $(seq 1 "$REPS"); do
   else ORDER=("${WORK[@]}"); fi
   for w in "${ORDER[@]}"; do
     read -r kind c d p <<<"$w"
-    if [ "$kind" = tput ]; then run_tput "$round" "$c" "$d" "$p"; else run_lat "$round" "$p"; fi
+    case $kind-$p in
+      tput-*) run_tput "$round" "$c" "$d" "$p";;
+      fwd-*) run_fwd "$round" "$c" "$p";;
+      lat-CL) run_clping "$round";;
+      *) run_lat "$round" "$p";;
+    esac
   done
 done
 LOAD_AFTER=$(cat /proc/loadavg)
@@ -312,6 +325,7 @@ T1=$(date +%s)
   echo "- Raw per-run values: $(basename "$CSV")"
   echo
   awk -f "$ROOT/hack/bench/report.awk" "$CSV"
+  awk -f "$ROOT/hack/bench/report-fwd.awk" "$CSV"
 } >"$OUT"
 cat "$OUT"
 echo

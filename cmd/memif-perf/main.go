@@ -1,6 +1,7 @@
 // Command memif-perf is a testpmd-like traffic tool for memif links: it sends, receives, echoes or
-// pings over a memif interface, optionally verifying every payload byte, prints a stats line each
-// second and ends with one machine-readable summary line on stdout:
+// pings over a memif interface, or forwards between two (--mode fwd, like testpmd's io forwarding
+// with paired ports), optionally verifying every payload byte, prints a stats line each second
+// and ends with one machine-readable summary line on stdout:
 //
 //	rx_pkts=N rx_mpps=X tx_pkts=N tx_mpps=X drops=N verify_errors=N
 //
@@ -12,6 +13,14 @@
 // /run/memifnet/*/port.json ($MEMIFNET_DIR overrides the directory) with memif.PortConfig: role,
 // socket, id, secret, mode, queues and sizes then come from port.json, and the flags that would
 // set them are refused.
+//
+// A second port (--socket2, --role2, --id2, --secret2, or --port2 NAME; the same defaults as the
+// first) is for two modes: fwd, which forwards every frame received on either port to the other,
+// burst by burst, dropping (and counting) what the other side has no room for; and txrx, which
+// sends on the first port and receives (and with --verify checks) on the second: a generator and
+// sink in one process for a chain of forwarders. In fwd, rx counts frames received on both
+// ports and tx frames forwarded; --queues, --ring-size, --buffer-size and --zero-copy apply to
+// both ports, and two zero-copy clients share one buffer pool, so forwarding copies nothing.
 package main
 
 import (
@@ -24,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -63,20 +73,24 @@ func run(args []string) int {
 
 // flags are the command line, as parsed.
 type flags struct {
-	role, sock, secret, mode, mac, peerMAC, logLevel, cpuProfile, rxMode, port *string
-	id                                                                         *uint
-	size, burst, queues, ringSize, bufSize, spins                              *int
-	duration, connectTO                                                        *time.Duration
-	verify, zeroCopy                                                           *bool
+	mode, mac, peerMAC, logLevel, cpuProfile, rxMode   *string
+	size, burst, queues, ringSize, bufSize, spins, win *int
+	duration, connectTO                                *time.Duration
+	verify, zeroCopy                                   *bool
+	ports                                              [2]portFlags
+}
+
+// portFlags are the flags of one port: --role, --socket, ... for the first, --role2, ... for the
+// second.
+type portFlags struct {
+	suffix                   string // "" or "2"
+	role, sock, secret, port *string
+	id                       *uint
 }
 
 func defineFlags(fs *flag.FlagSet) *flags {
-	return &flags{
-		role:       fs.String("role", "client", "memif role: server (listens) or client (connects, owns the memory)"),
-		sock:       fs.String("socket", memif.DefaultSocket, "control socket: a path, or @NAME for an abstract socket"),
-		id:         fs.Uint("id", 0, "memif interface id"),
-		secret:     fs.String("secret", "", "memif secret (at most 23 bytes)"),
-		mode:       fs.String("mode", "rx", "tx | rx | txrx | echo | ping"),
+	f := &flags{
+		mode:       fs.String("mode", "rx", "tx | rx | txrx | echo | ping | fwd (fwd and a two-port txrx use a second port: --socket2, --role2, --id2, --secret2 or --port2)"),
 		size:       fs.Int("size", 64, "frame size in bytes, Ethernet header included"),
 		burst:      fs.Int("burst", 32, "packets per burst"),
 		queues:     fs.Int("queues", 1, "queue pairs; queue i is polled by its own goroutine"),
@@ -91,9 +105,25 @@ func defineFlags(fs *flag.FlagSet) *flags {
 		cpuProfile: fs.String("cpuprofile", "", "write a pprof CPU profile of the whole run to this file"),
 		rxMode:     fs.String("rx-mode", "poll", "how receivers wait: poll (spin), interrupt (sleep on the ring eventfd after each empty poll) or adaptive (sleep after --spins empty polls)"),
 		spins:      fs.Int("spins", 1000, "adaptive mode: empty polls before sleeping"),
-		zeroCopy:   fs.Bool("zero-copy", false, "client: announce a buffer pool and point descriptors at it (no copy on the peer's side of the region)"),
-		port:       fs.String("port", "", "open the memif-cni port NAME from $MEMIFNET_DIR/*/port.json (default dir "+portspec.DefaultDir+"); port.json then sets role, socket, id, secret, mode, queues and sizes"),
+		win:        fs.Int("window", 0, "txrx: packets in flight per queue (0: half the receiving ring; negative: no bound)"),
+		zeroCopy:   fs.Bool("zero-copy", false, "client: announce a buffer pool and point descriptors at it (no copy on the peer's side of the region); fwd between two zero-copy clients: one pool, no copy at all"),
 	}
+	for k, sfx := range []string{"", "2"} {
+		what := "memif"
+		if sfx != "" {
+			what = "second port's"
+		}
+		f.ports[k] = portFlags{
+			suffix: sfx,
+			role:   fs.String("role"+sfx, "client", what+" role: server (listens) or client (connects, owns the memory)"),
+			sock:   fs.String("socket"+sfx, memif.DefaultSocket, what+" control socket: a path, or @NAME for an abstract socket"),
+			id:     fs.Uint("id"+sfx, 0, what+" interface id"),
+			secret: fs.String("secret"+sfx, "", what+" secret (at most 23 bytes)"),
+			port: fs.String("port"+sfx, "", "open the memif-cni port NAME from $MEMIFNET_DIR/*/port.json (default dir "+portspec.DefaultDir+
+				") as the "+map[string]string{"": "first", "2": "second"}[sfx]+" port; port.json then sets its role, socket, id, secret, mode, queues and sizes"),
+		}
+	}
+	return f
 }
 
 // session checks the flags and builds the run they describe; an error is a usage error.
@@ -106,61 +136,106 @@ func (f *flags) session(fs *flag.FlagSet) (*traffic.Session, error) {
 		return nil, fmt.Errorf("--log-level: %v", err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	cfg, err := f.memifConfig()
-	if err != nil {
-		return nil, err
-	}
 	tc, err := f.trafficConfig()
 	if err != nil {
 		return nil, err
 	}
-	if *f.port != "" {
-		spec, err := f.lookupPort(fs)
+	n := 1
+	if tc.Mode == traffic.ModeFwd || f.ports[1].given(fs) {
+		n = 2
+	}
+	var ports []memif.Config
+	for k := range n {
+		cfg, spec, err := f.portConfig(fs, &f.ports[k])
 		if err != nil {
 			return nil, err
 		}
-		if cfg, err = memif.PortConfig(spec); err != nil {
-			return nil, fmt.Errorf("--port: %v", err)
+		if spec != nil {
+			if k == 0 {
+				tc.Queues = spec.Queues
+			}
+			tc.Queues = min(tc.Queues, spec.Queues)
+			tc.MaxFrame = max(tc.MaxFrame, spec.BufferSize)
 		}
-		tc.Queues, tc.MaxFrame = spec.Queues, max(*f.size, spec.BufferSize, 2048)
-		fmt.Fprintf(os.Stderr, "memif-perf: port %q from %s: %s, socket %s, id %d, %d queue(s)\n",
-			spec.Name, spec.File, spec.Role, spec.Socket, spec.ID, spec.Queues)
+		cfg.Logger = logger
+		ports = append(ports, cfg)
 	}
-	cfg.Logger = logger
+	if *f.zeroCopy && !slices.ContainsFunc(ports, func(c memif.Config) bool { return c.ZeroCopy }) {
+		return nil, errors.New("--zero-copy: only a client owns the memory it could share")
+	}
+	if tc.Mode == traffic.ModeFwd && f.ports[1].same(&f.ports[0]) {
+		return nil, errors.New("--mode fwd: the second port (--socket2, --role2, --id2 or --port2) is the first one")
+	}
 	if *f.connectTO <= 0 || *f.duration < 0 {
 		return nil, errors.New("--connect-timeout must be positive and --duration not negative")
 	}
 	return &traffic.Session{
-		Memif: cfg, Traffic: tc,
+		Ports: ports, Traffic: tc,
 		Duration: *f.duration, ConnectTimeout: *f.connectTO,
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}, nil
 }
 
-// memifConfig is the interface the flags describe (without --port).
-func (f *flags) memifConfig() (memif.Config, error) {
+// given says whether any flag of the port was set.
+func (p *portFlags) given(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(fl *flag.Flag) {
+		for _, name := range []string{"role", "socket", "id", "secret", "port"} {
+			set = set || fl.Name == name+p.suffix
+		}
+	})
+	return set
+}
+
+// same says whether two ports' flags name the same interface.
+func (p *portFlags) same(o *portFlags) bool {
+	if *p.port != "" || *o.port != "" {
+		return *p.port == *o.port
+	}
+	return *p.role == *o.role && *p.sock == *o.sock && *p.id == *o.id
+}
+
+// portConfig is the interface one port's flags describe, and its port.json with --port.
+func (f *flags) portConfig(fs *flag.FlagSet, p *portFlags) (memif.Config, *portspec.PortSpec, error) {
+	if *p.port == "" {
+		cfg, err := f.memifConfig(p)
+		return cfg, nil, err
+	}
+	spec, err := f.lookupPort(fs, p)
+	if err != nil {
+		return memif.Config{}, nil, err
+	}
+	cfg, err := memif.PortConfig(spec)
+	if err != nil {
+		return memif.Config{}, nil, fmt.Errorf("--port%s: %v", p.suffix, err)
+	}
+	fmt.Fprintf(os.Stderr, "memif-perf: port %q from %s: %s, socket %s, id %d, %d queue(s)\n",
+		spec.Name, spec.File, spec.Role, spec.Socket, spec.ID, spec.Queues)
+	return cfg, &spec, nil
+}
+
+// memifConfig is the interface one port's flags describe (without --port).
+func (f *flags) memifConfig(p *portFlags) (memif.Config, error) {
 	var r memif.Role
-	switch *f.role {
+	switch *p.role {
 	case "server":
 		r = memif.RoleServer
 	case "client":
 		r = memif.RoleClient
 	default:
-		return memif.Config{}, fmt.Errorf("--role %q: must be server or client", *f.role)
+		return memif.Config{}, fmt.Errorf("--role%s %q: must be server or client", p.suffix, *p.role)
 	}
-	if *f.id > 1<<32-1 {
-		return memif.Config{}, fmt.Errorf("--id %d: must fit 32 bits", *f.id)
+	if *p.id > 1<<32-1 {
+		return memif.Config{}, fmt.Errorf("--id%s %d: must fit 32 bits", p.suffix, *p.id)
 	}
 	if *f.queues < 1 || *f.queues > memif.MaxQueues {
 		return memif.Config{}, fmt.Errorf("--queues %d: must be 1..%d", *f.queues, memif.MaxQueues)
 	}
-	if *f.zeroCopy && r != memif.RoleClient {
-		return memif.Config{}, errors.New("--zero-copy: only a client owns the memory it could share")
-	}
+	zc := *f.zeroCopy && r == memif.RoleClient // with two ports, the clients among them
 	return memif.Config{
-		Role: r, Socket: *f.sock, ID: uint32(*f.id), Secret: *f.secret, Mode: memif.ModeEthernet,
+		Role: r, Socket: *p.sock, ID: uint32(*p.id), Secret: *p.secret, Mode: memif.ModeEthernet,
 		RxQueues: *f.queues, TxQueues: *f.queues, RingSize: *f.ringSize, BufferSize: *f.bufSize,
-		ZeroCopy: *f.zeroCopy,
+		ZeroCopy: zc,
 	}, nil
 }
 
@@ -184,25 +259,27 @@ func (f *flags) trafficConfig() (traffic.Config, error) {
 	}
 	return traffic.Config{
 		Mode: m, Size: *f.size, Burst: *f.burst, Verify: *f.verify, Queues: *f.queues,
-		MaxFrame: max(*f.size, *f.bufSize, 2048), Src: src, Dst: dst, RxMode: rxm, Spins: *f.spins,
+		MaxFrame: max(*f.size, *f.bufSize, 2048), Src: src, Dst: dst, RxMode: rxm, Spins: *f.spins, Window: *f.win,
 	}, nil
 }
 
-// lookupPort finds the --port among the port.json files memif-cni wrote into the pod, refusing
-// the flags port.json overrides.
-func (f *flags) lookupPort(fs *flag.FlagSet) (portspec.PortSpec, error) {
+// lookupPort finds a port's --port among the port.json files memif-cni wrote into the pod,
+// refusing the flags port.json overrides.
+func (f *flags) lookupPort(fs *flag.FlagSet, p *portFlags) (portspec.PortSpec, error) {
 	var set []string
 	fs.Visit(func(fl *flag.Flag) {
-		if portSets[fl.Name] {
+		first := p.suffix == "" && portSets[fl.Name]
+		name, ok := strings.CutSuffix(fl.Name, p.suffix)
+		if first || p.suffix != "" && ok && perPort[name] {
 			set = append(set, "--"+fl.Name)
 		}
 	})
 	if len(set) > 0 {
-		return portspec.PortSpec{}, fmt.Errorf("--port %s takes %s from port.json; drop them", *f.port, strings.Join(set, ", "))
+		return portspec.PortSpec{}, fmt.Errorf("--port%s %s takes %s from port.json; drop them", p.suffix, *p.port, strings.Join(set, ", "))
 	}
-	spec, err := lookupPort(*f.port)
+	spec, err := lookupPort(*p.port)
 	if err != nil {
-		return portspec.PortSpec{}, fmt.Errorf("--port: %v", err)
+		return portspec.PortSpec{}, fmt.Errorf("--port%s: %v", p.suffix, err)
 	}
 	return spec, nil
 }
@@ -225,10 +302,14 @@ func startProfile(file string) (stop func(), err error) {
 	}, nil
 }
 
-// portSets are the flags whose values come from port.json under --port.
-var portSets = map[string]bool{
-	"role": true, "socket": true, "id": true, "secret": true, "queues": true, "ring-size": true, "buffer-size": true,
-}
+// portSets are the flags whose values come from port.json under --port; under --port2 those of
+// them a second port has its own of (perPort, with the suffix 2).
+var (
+	portSets = map[string]bool{
+		"role": true, "socket": true, "id": true, "secret": true, "queues": true, "ring-size": true, "buffer-size": true,
+	}
+	perPort = map[string]bool{"role": true, "socket": true, "id": true, "secret": true}
+)
 
 // lookupPort finds port name among the port.json files memif-cni wrote into the pod.
 func lookupPort(name string) (portspec.PortSpec, error) {

@@ -2,7 +2,9 @@
 # Input (CSV, header line first): kind,round,case,dir,pair,pkt,value,load1,status[,rx_cpu,tx_cpu]
 #   rx_cpu/tx_cpu: share of one CPU the receiver/sender process got while traffic flowed (NA: none)
 #   kind=tput: value = receiver Mpps (trimmed mean of its per-second samples)
-#   kind=p50|p99|p999: value = round-trip microseconds (pair = GG or GD: Go ping vs Go/DPDK echo)
+#   kind=p50|p99|p999: value = round-trip microseconds (pair = GG or GD: Go ping vs Go/DPDK echo;
+#     CL: the cache-line ping-pong, no memif)
+#   kind=fwd: reported by report-fwd.awk
 # A value of "NA" is a failed run; it is listed but left out of medians and ratios.
 # Output: the throughput table, then the latency table.
 BEGIN { FS = "," }
@@ -126,6 +128,7 @@ END {
     key = order[k]; split(key, f, SUBSEP)
     if (f[1] != "p50") continue
     p = f[4]; line = (p == "GG") ? "memif-perf --mode echo (Go)" : "testpmd --forward-mode=io (DPDK)"
+    if (p == "CL") line = "no memif: cache-line ping-pong between the cores (hack/bench/clping)"
     for (qi = 1; qi <= 3; qi++) {
       q = (qi == 1) ? "p50" : (qi == 2) ? "p99" : "p999"
       kk = q SUBSEP f[2] SUBSEP f[3] SUBSEP p; n = cnt[kk] + 0; delete a

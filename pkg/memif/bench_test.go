@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/memifnet/memifnet/pkg/alloc"
@@ -151,15 +152,17 @@ func BenchmarkPump(b *testing.B) {
 //   - copy: RxBurst on A into the application's buffers, TxBurst on B (two copies);
 //   - separate-pools: RxBurstZC on A, Alloc on B, one copy, TxBurstZC on B, Release on A;
 //   - shared-pool: A and B share one Pool; RxBurstZC on A, TxBurstZC on B with the same
-//     buffers, which come back to the share A re-arms from (Tx-to-Rx recycling, no copy).
+//     buffers, which come back to the share A re-arms from (Tx-to-Rx recycling, no copy);
+//   - forward-copy: copy-mode clients, RxQueue.Forward (one copy, ring buffer to ring buffer);
+//   - forward-shared-pool: RxQueue.Forward between interfaces of one Pool (no copy).
 func BenchmarkForward(b *testing.B) {
-	for _, variant := range []string{"copy", "separate-pools", "shared-pool"} {
+	for _, variant := range []string{"copy", "separate-pools", "shared-pool", "forward-copy", "forward-shared-pool"} {
 		for _, size := range []int{64, 1500} {
 			b.Run(fmt.Sprintf("%s/size=%d", variant, size), func(b *testing.B) {
 				const burst, ringSize = 32, 1024
-				cfg := memif.Config{RingSize: ringSize, BufferSize: 2048, ZeroCopy: variant != "copy"}
+				cfg := memif.Config{RingSize: ringSize, BufferSize: 2048, ZeroCopy: variant != "copy" && variant != "forward-copy"}
 				cfgA, cfgB := cfg, cfg
-				if variant == "shared-pool" {
+				if strings.HasSuffix(variant, "shared-pool") {
 					pool, err := memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * ringSize, BufferSize: 2048})
 					if err != nil {
 						b.Fatal(err)
@@ -199,6 +202,8 @@ func BenchmarkForward(b *testing.B) {
 						n := in.RxBurstZC(rxZC)
 						return out.TxBurstZC(rxZC[:n])
 					},
+					"forward-copy":        func() int { return in.Forward(out, burst) },
+					"forward-shared-pool": func() int { return in.Forward(out, burst) },
 				}[variant]
 				b.SetBytes(int64(size * burst))
 				b.ReportAllocs()

@@ -27,6 +27,8 @@
 // In zero-copy mode RxQueue k and TxQueue k draw on the same share of the pool, so queue pair k is
 // one owner: call both from one goroutine, and, when interfaces share a Pool, queue pairs k of all
 // of them. Pool.BuffersFree(k) and the queues' BuffersFree belong to that goroutine too.
+// RxQueue.Forward and ForwardDrop (a forwarder's data path: received packets sent on another
+// interface, with one copy or none) are data-path calls of both queues they take.
 //
 // Stats, RingState, Up and Index of a queue may be called from any goroutine: Stats and RingState
 // take the guard for the nanoseconds of a snapshot (a burst waits that long), Up reads it.

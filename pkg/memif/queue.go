@@ -145,6 +145,7 @@ var eventfdOne = func() (b [8]byte) { binary.NativeEndian.PutUint64(b[:], 1); re
 type RxQueue struct {
 	queue
 	index int
+	fwd   *fwdScratch // Forward's, from its first call
 }
 
 // TxQueue sends packets. It has one owner: call TxBurst from one goroutine at a time.

@@ -12,18 +12,19 @@ import (
 
 // Exit codes of a session.
 const (
-	ExitOK       = 0
-	ExitFailed   = 1 // verification failed, or nothing received where something had to be
-	ExitUsage    = 2
-	ExitNoLink   = 3 // the link never came up in time
-	ExitRefused  = 4 // the peer refused the handshake (wrong secret, unknown id, ...)
-	ExitInternal = 5
+	ExitOK      = 0
+	ExitFailed  = 1 // verification failed, or nothing received where something had to be
+	ExitUsage   = 2
+	ExitNoLink  = 3 // the link never came up in time
+	ExitRefused = 4 // the peer refused the handshake (wrong secret, unknown id, ...)
 )
 
-// Session is one memif-perf run: open the interface, wait for the link, run the loops for the
+// Session is one memif-perf run: open the interfaces, wait for the links, run the loops for the
 // duration, report.
 type Session struct {
-	Memif          memif.Config
+	// Ports are the interfaces: one, or two for fwd and a two-port txrx. Two zero-copy clients
+	// of a forwarder share one buffer pool, so forwarding between them copies nothing.
+	Ports          []memif.Config
 	Traffic        Config
 	Duration       time.Duration // from link up; 0 = until ctx ends
 	ConnectTimeout time.Duration
@@ -33,40 +34,23 @@ type Session struct {
 // Run returns the process exit code. The final line on Stdout is always the machine-readable
 // summary; progress and diagnostics go to Stderr.
 func (s *Session) Run(ctx context.Context) int {
-	iface, err := memif.Open(s.Memif)
+	ports, closeAll, err := s.open()
 	if err != nil {
 		fmt.Fprintf(s.Stderr, "memif-perf: %v\n", err)
 		s.summary(Totals{}, 0, nil)
 		return ExitUsage
 	}
-	defer iface.Close()
-	runner, err := New(iface, s.Traffic)
+	defer closeAll()
+	runner, err := New(ports, s.Traffic)
 	if err != nil {
 		fmt.Fprintf(s.Stderr, "memif-perf: %v\n", err)
 		s.summary(Totals{}, 0, nil)
 		return ExitUsage
 	}
-
-	waitCtx, cancel := context.WithTimeout(ctx, s.ConnectTimeout)
-	err = s.waitUp(waitCtx, iface)
-	cancel()
-	if err != nil {
-		code := ExitNoLink
-		var pe *memif.PeerError
-		if errors.As(err, &pe) {
-			fmt.Fprintf(s.Stderr, "memif-perf: peer refused the connection: %s\n", pe.Reason)
-			code = ExitRefused
-		} else {
-			fmt.Fprintf(s.Stderr, "memif-perf: link not up after %v: %v\n", s.ConnectTimeout, err)
-		}
+	if code := s.waitUp(ctx, ports); code != ExitOK {
 		s.summary(Totals{}, 0, nil)
 		return code
 	}
-	link, _ := iface.Link()
-	// The regions say whether a Go client shares a zero-copy pool: 1 in copy mode (rings and
-	// buffers), 2 with its pool (region 1), on both ends.
-	fmt.Fprintf(s.Stderr, "memif-perf: link up: peer %q (%s), %d rx / %d tx queues, ring %d, %d region(s)\n",
-		link.PeerName, link.PeerApp, link.RxQueues, link.TxQueues, link.RingSize, link.Regions)
 
 	runCtx, stop := ctx, context.CancelFunc(func() {})
 	if s.Duration > 0 {
@@ -89,6 +73,9 @@ func (s *Session) Run(ctx context.Context) int {
 	if s.Traffic.Verify || s.Traffic.Mode == ModePing {
 		fmt.Fprintf(s.Stderr, "memif-perf: corrupt=%d lost=%d late=%d\n", t.Corrupt, t.Lost, t.Late)
 	}
+	if t.WrittenOff > 0 {
+		fmt.Fprintf(s.Stderr, "memif-perf: %d packets in flight written off: no reply within %v\n", t.WrittenOff, stallTimeout)
+	}
 	s.summary(t, elapsed, runner.RTT())
 
 	switch {
@@ -109,8 +96,8 @@ func (s *Session) Run(ctx context.Context) int {
 // interface. The client is retrying anyway; the wait goes on until the connect timeout.
 const notYet = "ID not found"
 
-// waitUp waits for the link, through refusals that say the server is still starting.
-func (s *Session) waitUp(ctx context.Context, iface *memif.Interface) error {
+// waitLink waits for one port's link, through refusals that say the server is still starting.
+func (s *Session) waitLink(ctx context.Context, iface *memif.Interface) error {
 	told := false
 	for {
 		changed := iface.Changed()
@@ -129,6 +116,101 @@ func (s *Session) waitUp(ctx context.Context, iface *memif.Interface) error {
 		case <-changed: // the next attempt's outcome
 		}
 	}
+}
+
+// open opens the ports, with one pool shared by two zero-copy clients; closeAll closes them and
+// then the pool.
+func (s *Session) open() (ports []*memif.Interface, closeAll func(), err error) {
+	cfgs := append([]memif.Config(nil), s.Ports...)
+	var pool *memif.Pool
+	if s.Traffic.Mode == ModeFwd {
+		if pool, err = sharedPool(cfgs); err != nil {
+			return nil, nil, err
+		}
+		for k := range cfgs {
+			cfgs[k].Pool = pool // nil: each keeps its own memory
+		}
+		if pool != nil {
+			fmt.Fprintf(s.Stderr, "memif-perf: both ports are zero-copy clients of one buffer pool: forwarding copies nothing\n")
+		}
+	}
+	closeAll = func() {
+		for _, p := range ports {
+			p.Close()
+		}
+		if pool != nil {
+			pool.Close()
+		}
+	}
+	for k, c := range cfgs {
+		p, err := memif.Open(c)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("port %d: %w", k+1, err)
+		}
+		ports = append(ports, p)
+	}
+	return ports, closeAll, nil
+}
+
+// sharedPool is the pool for two zero-copy client ports of a forwarder, or nil when they are not
+// both zero-copy clients of the same buffer size on memory of their own (a pool unit of the
+// device plugin, Config.NewRegion, is sized for one interface).
+func sharedPool(cfgs []memif.Config) (*memif.Pool, error) {
+	if len(cfgs) != 2 {
+		return nil, nil
+	}
+	a, b := cfgs[0], cfgs[1]
+	if !a.ZeroCopy || !b.ZeroCopy || a.Role != memif.RoleClient || b.Role != memif.RoleClient ||
+		a.NewRegion != nil || b.NewRegion != nil || a.Pool != nil || b.Pool != nil || a.BufferSize != b.BufferSize {
+		return nil, nil
+	}
+	rs := func(c memif.Config) int {
+		if c.RingSize == 0 {
+			return memif.DefaultRingSize
+		}
+		return c.RingSize
+	}
+	bs := a.BufferSize
+	if bs == 0 {
+		bs = memif.DefaultBufferSize
+	}
+	// Each port's queue pair holds up to a full receive and a full transmit ring; one ring more
+	// for what is between them.
+	bufs := 2*(rs(a)+rs(b)) + max(rs(a), rs(b))
+	p, err := memif.NewPool(memif.PoolConfig{Name: "memif-perf-fwd", Pairs: max(a.RxQueues, a.TxQueues, b.RxQueues, b.TxQueues, 1),
+		Buffers: bufs, BufferSize: bs, Memory: a.Memory})
+	if err != nil {
+		return nil, fmt.Errorf("shared pool: %w", err)
+	}
+	return p, nil
+}
+
+// waitUp waits for every port's link and prints it, or says why one did not come up.
+func (s *Session) waitUp(ctx context.Context, ports []*memif.Interface) int {
+	waitCtx, cancel := context.WithTimeout(ctx, s.ConnectTimeout)
+	defer cancel()
+	for k, p := range ports {
+		name := ""
+		if len(ports) > 1 {
+			name = fmt.Sprintf(" (port %d)", k+1)
+		}
+		if err := s.waitLink(waitCtx, p); err != nil {
+			var pe *memif.PeerError
+			if errors.As(err, &pe) {
+				fmt.Fprintf(s.Stderr, "memif-perf: peer refused the connection%s: %s\n", name, pe.Reason)
+				return ExitRefused
+			}
+			fmt.Fprintf(s.Stderr, "memif-perf: link not up after %v%s: %v\n", s.ConnectTimeout, name, err)
+			return ExitNoLink
+		}
+		link, _ := p.Link()
+		// The regions say whether a Go client shares a zero-copy pool: 1 in copy mode (rings and
+		// buffers), 2 with its pool (region 1), on both ends.
+		fmt.Fprintf(s.Stderr, "memif-perf: link up%s: peer %q (%s), %d rx / %d tx queues, ring %d, %d region(s)\n",
+			name, link.PeerName, link.PeerApp, link.RxQueues, link.TxQueues, link.RingSize, link.Regions)
+	}
+	return ExitOK
 }
 
 // progress prints one stats line per second until done is closed.
