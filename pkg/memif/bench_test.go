@@ -16,39 +16,7 @@ import (
 // on the same goroutine, so ns/pkt is the CPU cost of both sides of one packet (copy in, copy
 // out, ring bookkeeping). Sizes above the 2048-byte buffers are chained.
 func BenchmarkBurst(b *testing.B) {
-	for _, dir := range []string{"client-to-server", "server-to-client"} {
-		for _, size := range []int{64, 1500, 9000} {
-			for _, burst := range []int{1, 32, 256} {
-				b.Run(fmt.Sprintf("%s/size=%d/burst=%d", dir, size, burst), func(b *testing.B) {
-					cfg := memif.Config{RingSize: 1024, BufferSize: 2048}
-					srv, cli := memiftest.Pair(b, cfg, cfg)
-					tx, rx := cli.TxQueue(0), srv.RxQueue(0)
-					if dir == "server-to-client" {
-						tx, rx = srv.TxQueue(0), cli.RxQueue(0)
-					}
-					pkts := make([][]byte, burst)
-					bufs := make([][]byte, burst)
-					for i := range pkts {
-						pkts[i] = make([]byte, size)
-						bufs[i] = make([]byte, 0, 9216)
-					}
-					b.SetBytes(int64(size * burst))
-					b.ReportAllocs()
-					pktsMoved := 0
-					for b.Loop() {
-						sent := tx.TxBurst(pkts)
-						got := rx.RxBurst(bufs)
-						if sent != burst || got != burst {
-							b.Fatalf("sent %d received %d of %d", sent, got, burst)
-						}
-						pktsMoved += got
-					}
-					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pktsMoved), "ns/pkt")
-					b.ReportMetric(float64(pktsMoved)/b.Elapsed().Seconds()/1e6, "Mpps")
-				})
-			}
-		}
-	}
+	benchBurst(b, []int{64, 1500, 9000}, []int{1, 32, 256}, nil)
 }
 
 // BenchmarkBurstTruncatable is BenchmarkBurst where the client's region is a file (as a
@@ -56,17 +24,27 @@ func BenchmarkBurst(b *testing.B) {
 // with faults trapped (fault.go). Compare with BenchmarkBurst for the cost, on a machine without
 // free huge pages: BenchmarkBurst's hugetlbfs memfds may fault too (a punched hole) and run trapped.
 func BenchmarkBurstTruncatable(b *testing.B) {
+	benchBurst(b, []int{64, 1500}, []int{1, 32}, func(b *testing.B) func(string, int) (*alloc.Region, error) {
+		unit := filepath.Join(b.TempDir(), "unit")
+		if err := os.WriteFile(unit, make([]byte, 8<<20), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		return func(_ string, n int) (*alloc.Region, error) { return alloc.OpenFileRegion(unit, n) }
+	})
+}
+
+// benchBurst is the one body of the burst benchmarks: every direction, size and burst, with the
+// client's regions from clientRegion when it is set.
+func benchBurst(b *testing.B, sizes, bursts []int, clientRegion func(*testing.B) func(string, int) (*alloc.Region, error)) {
 	for _, dir := range []string{"client-to-server", "server-to-client"} {
-		for _, size := range []int{64, 1500} {
-			for _, burst := range []int{1, 32} {
+		for _, size := range sizes {
+			for _, burst := range bursts {
 				b.Run(fmt.Sprintf("%s/size=%d/burst=%d", dir, size, burst), func(b *testing.B) {
-					unit := filepath.Join(b.TempDir(), "unit")
-					if err := os.WriteFile(unit, make([]byte, 8<<20), 0o600); err != nil {
-						b.Fatal(err)
-					}
 					cfg := memif.Config{RingSize: 1024, BufferSize: 2048}
 					ccfg := cfg
-					ccfg.NewRegion = func(_ string, n int) (*alloc.Region, error) { return alloc.OpenFileRegion(unit, n) }
+					if clientRegion != nil {
+						ccfg.NewRegion = clientRegion(b)
+					}
 					srv, cli := memiftest.Pair(b, cfg, ccfg)
 					tx, rx := cli.TxQueue(0), srv.RxQueue(0)
 					if dir == "server-to-client" {
