@@ -6,7 +6,8 @@
 #     CL: the cache-line ping-pong, no memif)
 #   kind=fwd: reported by report-fwd.awk
 # A value of "NA" is a failed run; it is listed but left out of medians and ratios.
-# Output: the throughput table, then the latency table.
+# Output: the throughput table (when there are tput rows), then the latency table (when there are
+# latency rows).
 BEGIN { FS = "," }
 NR == 1 { next }
 function median(a, n,    i, j, t, b) {
@@ -79,6 +80,12 @@ function sameround(key, ref, ref2,    r, m, b, x, y, unsteady, s) {
   return s
 }
 END {
+  ntput = 0
+  for (k = 1; k <= nk; k++) { split(order[k], f, SUBSEP); if (f[1] == "tput") ntput++ }
+  if (ntput > 0) print_tput()
+  print_latency()
+}
+function print_tput(    k, key, f, c, d, p, n, a, b, i, m, r, med, mpps, gbps, ratio, cc, ref, cpu) {
   print "| case | dir | row | work compared | median Mpps (min-max) | Gbit/s | Go/DPDK same round: median (min-max) | CPU share rx/tx | runs ok |"
   print "|---|---|---|---|---|---|---|---|---|"
   for (k = 1; k <= nk; k++) {
@@ -116,10 +123,12 @@ END {
     }
     printf "| %s | %s | %s | %s | %s | %s | %s | %s | %d/%d |\n", casename(c), d, label(p), work(p), mpps, gbps, ratio, cpu, n, total[key]
   }
+  print ""
+}
+function print_latency(    k, key, f, nl, p, line, qi, q, kk, n, a, i, cell) {
   nl = 0
   for (k = 1; k <= nk; k++) { split(order[k], f, SUBSEP); if (f[1] == "p50") nl++ }
-  if (nl == 0) exit
-  print ""
+  if (nl == 0) return
   print "Ping-pong round trip, 64 B, polling, one packet in flight (memif-perf --mode ping as client on core 1):"
   print ""
   print "| echo peer (server, core 0) | p50 us median (min-max) | p99 us median (min-max) | p99.9 us median (min-max) | runs ok |"
