@@ -9,6 +9,7 @@ import (
 
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/ports"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
 // plan checks the claim's allocation and parameters and returns what Prepare will do: the
@@ -157,7 +158,15 @@ func (d *DeviceState) statuses(plan *PreparedClaim, sockets []int, out map[strin
 			st.HostSocket = d.opts.Slots.Dir(name) + "/" + names.SocketFile
 		}
 		plan.Devices[i].Status = st
+		plan.Devices[i].Network = networkData(p.Spec(ports.ClaimOwner(plan.Namespace, plan.Name)))
 	}
+}
+
+// networkData is a port's standard network data: the port's name is its interface name, an
+// ethernet port's MAC its hardware address (as port.json has them), and its addresses in CIDR
+// notation (none today: a DRA port gets no IPAM addresses).
+func networkData(spec portspec.PortSpec) *resourceapi.NetworkDeviceData {
+	return &resourceapi.NetworkDeviceData{InterfaceName: spec.Name, HardwareAddress: spec.MAC, IPs: spec.IPs}
 }
 
 // roles fills in the roles of a link's two ends: set ones must differ; an unset one is the
