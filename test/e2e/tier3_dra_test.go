@@ -191,8 +191,9 @@ func (x *tier3) dra(ctx context.Context, t *testing.T) {
 		t.Fatalf("device types %v", kinds)
 	}
 	x.logf("dra: ResourceSlices publish %d socket and %d hugepage devices on %s", kinds["socket"], kinds["hugepage"], cluster.NodeName)
-	x.draNUMA(ctx, t, devs) // one claim across memifnet.io and a NIC driver (tier3_dra_numa_test.go)
-	x.draAttacks(ctx, t)    // the agent's token, played by a compromised node (tier3_dra_attack_test.go)
+	x.draNUMA(ctx, t, devs)  // one claim across memifnet.io and a NIC driver (tier3_dra_netconv_test.go)
+	x.draNetworkData(ctx, t) // networkData with static addresses (tier3_dra_netconv_test.go)
+	x.draAttacks(ctx, t)     // the agent's token, played by a compromised node (tier3_dra_attack_test.go)
 
 	// Two links at once: the example and a second claim whose pods run until stopped.
 	x.kubectl(ctx, t, "apply", "-f", "manifests/examples/dra-link.yaml")

@@ -3,8 +3,10 @@ package dra
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,13 +21,17 @@ import (
 
 // The DRA network drivers' conventions (DRANET, the SR-IOV DRA driver): each port's status entry
 // carries the standard networkData (KEP-4817) besides the driver's data: the port's name as the
-// interface name and its MAC, as port.json has them; an ip-mode port has no MAC.
+// interface name and its MAC, as port.json has them; an ip-mode port has no MAC, and the
+// addresses its PortConfig gives it (no IPAM under DRA), in port.json and vpp.cli too.
 func TestStatusNetworkData(t *testing.T) {
 	e := newEnv(t)
 	d := e.deviceState(t)
 	eth := claim("uid-n", "chain", linkAllocs)
 	ip := claim("uid-i", "routed", []alloc{{"east", "dra-slot-002"}, {"west", "dra-slot-003"}},
-		opaque(`{"apiVersion":"memifnet.io/v1alpha1","kind":"PortConfig","mode":"ip"}`))
+		opaque(`{"apiVersion":"memifnet.io/v1alpha1","kind":"PortConfig","mode":"ip"}`),
+		opaque(`{"apiVersion":"memifnet.io/v1alpha1","kind":"PortConfig","mode":"ip","ips":["192.0.2.1/24","2001:db8::1/64"]}`, "east"),
+		opaque(`{"apiVersion":"memifnet.io/v1alpha1","kind":"PortConfig","mode":"ip","ips":["192.0.2.2/24"]}`, "west"))
+	wantIPs := map[string][]string{"dra-slot-002": {"192.0.2.1/24", "2001:db8::1/64"}, "dra-slot-003": {"192.0.2.2/24"}}
 	client := fake.NewClientset(eth, ip)
 	p := &Driver{state: d, client: client, log: d.opts.Log}
 	res, err := p.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{eth, ip})
@@ -43,14 +49,18 @@ func TestStatusNetworkData(t *testing.T) {
 		for _, st := range got.Status.Devices {
 			spec := readSpec(t, e, st.Device)
 			nd := st.NetworkData
-			if nd == nil || nd.InterfaceName != spec.Name || nd.HardwareAddress != spec.MAC || len(nd.IPs) != 0 || st.Data == nil {
-				t.Errorf("claim %s device %s: networkData %+v, data %v; want interface %q, MAC %q (port.json), no IPs, and the driver's data",
-					c.Name, st.Device, nd, st.Data, spec.Name, spec.MAC)
+			if nd == nil || nd.InterfaceName != spec.Name || nd.HardwareAddress != spec.MAC || !slices.Equal(nd.IPs, wantIPs[st.Device]) ||
+				!slices.Equal(spec.IPs, wantIPs[st.Device]) || st.Data == nil {
+				t.Errorf("claim %s device %s: networkData %+v, data %v, port.json IPs %v; want interface %q, MAC %q (port.json), IPs %v in both, and the driver's data",
+					c.Name, st.Device, nd, st.Data, spec.IPs, spec.Name, spec.MAC, wantIPs[st.Device])
 			}
 			if (spec.Mode == portspec.ModeEthernet) != (spec.MAC != "") {
 				t.Errorf("claim %s device %s: mode %s with MAC %q", c.Name, st.Device, spec.Mode, spec.MAC)
 			}
 		}
+	}
+	if cli, _ := os.ReadFile(filepath.Join(e.slots.Dir("dra-slot-002"), names.VPPFile)); !strings.Contains(string(cli), " 2001:db8::1/64\n") {
+		t.Errorf("vpp.cli of an ip port lacks its address:\n%s", cli)
 	}
 	// The checkpoint keeps it: a repeated Prepare (after a kubelet restart) reports the same.
 	d2 := e.deviceState(t)
@@ -164,4 +174,32 @@ func TestHostPortHostileName(t *testing.T) {
 func jsonString(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 	return `"` + r.Replace(s) + `"`
+}
+
+// Static addresses are checked before anything is touched: mode ip only, the API server's
+// canonical CIDR form (so that the claim status takes them), at most 16, none twice.
+func TestPrepareBadIPs(t *testing.T) {
+	e := newEnv(t)
+	d := e.deviceState(t)
+	many := make([]string, 17)
+	for i := range many {
+		many[i] = fmt.Sprintf("%q", fmt.Sprintf("192.0.2.%d/24", i+1))
+	}
+	for _, tc := range []struct{ cfg, want string }{
+		{`"ips":["192.0.2.1/24"]`, `field "ips": set, but the port's mode is ethernet`},
+		{`"mode":"ip","ips":["192.0.2.1"]`, `"192.0.2.1" is not an address in CIDR notation`},
+		{`"mode":"ip","ips":["::ffff:192.0.2.1/120"]`, `is not an address in CIDR notation`},
+		{`"mode":"ip","ips":["2001:DB8::1/64"]`, `"2001:DB8::1/64", write it "2001:db8::1/64"`},
+		{`"mode":"ip","ips":["192.0.2.1/24","192.0.2.1/24"]`, `"192.0.2.1/24" twice`},
+		{`"mode":"ip","ips":[` + strings.Join(many, ",") + `]`, `17 addresses, at most 16`},
+	} {
+		c := claim("uid-b", "l", linkAllocs, opaque(`{"apiVersion":"memifnet.io/v1alpha1","kind":"PortConfig",`+tc.cfg+`}`, "west"))
+		_, err := d.Prepare(c)
+		if err == nil || !strings.Contains(err.Error(), "request west: ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.cfg, err, tc.want)
+		}
+		if p := d.Prepared(); len(p) != 0 {
+			t.Errorf("%s: a refused claim left a record", tc.cfg)
+		}
+	}
 }

@@ -264,6 +264,9 @@ func (d *DeviceState) wireSlot(plan PreparedClaim, dev PreparedDevice, p ports.P
 	defer slot.Close()
 	spec := p.Spec(ports.ClaimOwner(plan.Namespace, plan.Name))
 	spec.Socket, spec.Secret = dev.Status.Socket, secret
+	if dev.Network != nil {
+		spec.IPs = dev.Network.IPs // the claim's static addresses, checked in plan
+	}
 	if plan.LinkDir != "" {
 		if err := slotwire.BindLink(slot, d.links, plan.Namespace, plan.LinkDir, plan.LinkMount); err != nil {
 			return err

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,4 +161,75 @@ spec:
 	x.kubectl(ctx, t, "delete", "resourceslice", t3NICSlice)
 	x.kubectl(ctx, t, "delete", "deviceclass", t3NICDriver)
 	x.logf("dra: cross-driver NUMA claim done (%.1f s)", time.Since(start).Seconds())
+}
+
+// draNetworkData: an ip-mode link claim with static addresses per request (no IPAM under DRA),
+// prepared for one pause pod holding both ends: the real API server takes the driver's status,
+// whose standard networkData names each port as the interface, with its addresses and no MAC
+// (an ip port has none). Deleting the pod and the claim unprepares it.
+func (x *tier3) draNetworkData(ctx context.Context, t *testing.T) {
+	const name = "dra-ip"
+	start := time.Now()
+	want := map[string][]string{"east": {"192.0.2.1/24", "2001:db8::1/64"}, "west": {"192.0.2.2/24", "2001:db8::2/64"}}
+	objs := fmt.Sprintf(`apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: %[1]s}
+spec:
+  devices:
+    requests:
+      - name: east
+        exactly: {deviceClassName: socket.memifnet.io}
+      - name: west
+        exactly: {deviceClassName: socket.memifnet.io}
+    config:
+      - requests: [east]
+        opaque: {driver: memifnet.io, parameters: {apiVersion: memifnet.io/v1alpha1, kind: PortConfig, mode: ip, ips: ["192.0.2.1/24", "2001:db8::1/64"]}}
+      - requests: [west]
+        opaque: {driver: memifnet.io, parameters: {apiVersion: memifnet.io/v1alpha1, kind: PortConfig, mode: ip, ips: ["192.0.2.2/24", "2001:db8::2/64"]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: %[1]s}
+spec:
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  resourceClaims: [{name: link, resourceClaimName: %[1]s}]
+  containers:
+    - name: c
+      image: %[2]s
+      resources: {claims: [{name: link}]}
+`, name, t3PauseImage)
+	t.Cleanup(func() {
+		for _, kind := range []string{"pod", "resourceclaim"} {
+			if out, err := x.c.KubectlCmd(context.Background(), "delete", kind, name, "--ignore-not-found", "--wait=true", "--timeout=60s").CombinedOutput(); err != nil {
+				t.Errorf("kubectl delete %s %s: %v\n%s", kind, name, err, out)
+			}
+		}
+	})
+	x.kubectlIn(ctx, t, objs, "apply", "-f", "-")
+	var c *resourcev1.ResourceClaim
+	if err := node.Poll(ctx, time.Minute, name+" reported", func() (bool, error) {
+		var err error
+		c, err = x.cs.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
+		return err == nil && len(c.Status.Devices) == 2, err
+	}); err != nil {
+		t.Fatalf("%v: %+v", err, c.Status)
+	}
+	for _, d := range c.Status.Devices {
+		nd := d.NetworkData
+		if d.Driver != names.DRADriver || nd == nil || want[nd.InterfaceName] == nil || !slices.Equal(nd.IPs, want[nd.InterfaceName]) || nd.HardwareAddress != "" {
+			t.Fatalf("claim %s device %s: networkData %+v; want a port east or west with its addresses %v and no MAC", name, d.Device, nd, want)
+		}
+	}
+	x.logf("dra: claim %s status networkData: %s %v, %s %v", name, c.Status.Devices[0].NetworkData.InterfaceName, c.Status.Devices[0].NetworkData.IPs,
+		c.Status.Devices[1].NetworkData.InterfaceName, c.Status.Devices[1].NetworkData.IPs)
+	x.kubectl(ctx, t, "delete", "pod", name, "--wait=true", "--timeout=60s")
+	x.kubectl(ctx, t, "delete", "resourceclaim", name, "--wait=true", "--timeout=60s")
+	if err := node.Poll(ctx, 30*time.Second, name+" unprepared", func() (bool, error) {
+		_, ok := draCheckpoint(t)[string(c.UID)]
+		return !ok, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	x.logf("dra: ip-mode claim with static addresses done (%.1f s)", time.Since(start).Seconds())
 }
