@@ -28,6 +28,7 @@ var documented = map[string]any{
 	"names.LinksSubdir":        names.LinksSubdir,
 	"names.StoreSubdir":        names.StoreSubdir,
 	"names.PoolsSubdir":        names.PoolsSubdir,
+	"names.HostPortsSubdir":    names.HostPortsSubdir,
 	"names.DRASubdir":          names.DRASubdir,
 	"names.DRASlotPrefix":      names.DRASlotPrefix,
 	"names.DRADriver":          names.DRADriver,

@@ -36,6 +36,9 @@ const (
 	LinksSubdir = "links"
 	// StoreSubdir holds the CNI plugin's records: <state>/state/.
 	StoreSubdir = "state"
+	// HostPortsSubdir holds the host side of every host port, for the node's data plane:
+	// <state>/state/host-ports/<slot>.* (memif-cni's and the DRA driver's; slot names differ).
+	HostPortsSubdir = "host-ports"
 	// PoolsSubdir holds each pool's hugetlbfs mount: <state>/pools/<pool>/<unit>.
 	PoolsSubdir = "pools"
 	// DRASubdir holds the DRA driver's checkpoint and link directories: <state>/dra/.

@@ -705,6 +705,7 @@ func (x *tier3) multus(ctx context.Context, t *testing.T) {
 		}
 	}
 	x.logf("multus: both pods attached memifnet-system/memif through Multus (network-status)")
+	x.multusDeviceInfo(ctx, t) // the NPWG device-info of each port, roles as the spec means them
 	// Multus passes no pod annotations to memif-cni (and the kubelet's Pods API refuses
 	// anonymous clients here): memif-cni read each pod from the API server as the node, which
 	// the audit log shows (its User-Agent tells it from the kubelet's own reads).
