@@ -32,10 +32,12 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/metrics"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/numa"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/owner"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/podresources"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/pools"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/teardown"
 	"github.com/memifnet/memifnet/internal/names"
 )
 
@@ -52,8 +54,13 @@ type Options struct {
 	HTTPAddr   string // empty: no HTTP endpoints
 	// NodeName is the node's name, for the DRA driver's ResourceSlices (config dra.enabled).
 	NodeName string
-	// KubeClient makes the DRA driver's API client (config dra.enabled); nil: in-cluster config.
+	// KubeClient makes the DRA driver's API client (config dra.enabled) and the one that watches
+	// DaemonSet; nil: in-cluster config.
 	KubeClient func() (kubernetes.Interface, error)
+	// DaemonSet is the agent's own DaemonSet, namespace/name: when it is deleted (memifnet is
+	// uninstalled), the agent cleans the node as it stops (package owner). Empty: the agent never
+	// cleans, every stop is a restart.
+	DaemonSet string
 
 	HealthInterval  time.Duration // device checks
 	ReclaimInterval time.Duration // PodResources polls
@@ -206,10 +213,47 @@ func (d *Daemon) Ready() bool {
 	return true
 }
 
-// Run serves until ctx ends, then stops everything and returns. Pools stay
-// mounted and slots keep their contents: running pods keep using them and
-// the next start picks them up.
+// Run serves until ctx ends, then stops everything and returns. On a restart pools stay
+// mounted and slots keep their contents: running pods keep using them and the next start picks
+// them up. When the agent's DaemonSet was deleted (an uninstall), it cleans the node instead.
 func (d *Daemon) Run(ctx context.Context) error {
+	owned := d.watchOwner(ctx)
+	err := d.serve(ctx)
+	if owned != nil && err == nil {
+		if gone, why := owned.Uninstalling(context.Background()); !gone {
+			d.opts.Log.Info("stopping as a restart: slots and pools stay", "why", why)
+		} else {
+			d.opts.Log.Info("uninstall: cleaning the node", "why", why)
+			return teardown.Clean(d.opts.StateDir, d.opts.Log)
+		}
+	}
+	return err
+}
+
+// watchOwner starts following the agent's DaemonSet (Options.DaemonSet); nil when there is none
+// to follow, and then every stop is a restart.
+func (d *Daemon) watchOwner(ctx context.Context) *owner.Watcher {
+	ns, name, ok := strings.Cut(d.opts.DaemonSet, "/")
+	if !ok {
+		return nil
+	}
+	mk := d.opts.KubeClient
+	if mk == nil {
+		mk = inClusterClient
+	}
+	client, err := mk()
+	if err == nil {
+		var w *owner.Watcher
+		if w, err = owner.Start(ctx, client, ns, name, d.opts.Log); err == nil {
+			return w
+		}
+	}
+	d.opts.Log.Warn("cannot watch the agent's DaemonSet: an uninstall will leave the node's slots and pools", "err", err)
+	return nil
+}
+
+// serve runs the endpoints, the device plugin and the DRA driver until ctx ends.
+func (d *Daemon) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var httpSrv *http.Server
