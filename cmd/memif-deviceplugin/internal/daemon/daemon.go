@@ -32,12 +32,10 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/metrics"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/numa"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/owner"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/podresources"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/pools"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/teardown"
 	"github.com/memifnet/memifnet/internal/names"
 )
 
@@ -61,6 +59,9 @@ type Options struct {
 	// uninstalled), the agent cleans the node as it stops (package owner). Empty: the agent never
 	// cleans, every stop is a restart.
 	DaemonSet string
+	// CNIBinDir is the node's CNI bin directory: at an uninstall with no memif pod left on the
+	// node, the agent removes memif-cni's binaries from it. Empty: they stay.
+	CNIBinDir string
 
 	HealthInterval  time.Duration // device checks
 	ReclaimInterval time.Duration // PodResources polls
@@ -224,32 +225,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.opts.Log.Info("stopping as a restart: slots and pools stay", "why", why)
 		} else {
 			d.opts.Log.Info("uninstall: cleaning the node", "why", why)
-			return teardown.Clean(d.opts.StateDir, d.opts.Log)
+			return d.uninstall()
 		}
 	}
 	return err
-}
-
-// watchOwner starts following the agent's DaemonSet (Options.DaemonSet); nil when there is none
-// to follow, and then every stop is a restart.
-func (d *Daemon) watchOwner(ctx context.Context) *owner.Watcher {
-	ns, name, ok := strings.Cut(d.opts.DaemonSet, "/")
-	if !ok {
-		return nil
-	}
-	mk := d.opts.KubeClient
-	if mk == nil {
-		mk = inClusterClient
-	}
-	client, err := mk()
-	if err == nil {
-		var w *owner.Watcher
-		if w, err = owner.Start(ctx, client, ns, name, d.opts.Log); err == nil {
-			return w
-		}
-	}
-	d.opts.Log.Warn("cannot watch the agent's DaemonSet: an uninstall will leave the node's slots and pools", "err", err)
-	return nil
 }
 
 // serve runs the endpoints, the device plugin and the DRA driver until ctx ends.

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 )
 
@@ -142,4 +143,21 @@ func detach(root *safefs.Dir, rel, fstype string) error {
 	}
 	_, err = parent.Unmount(name, id)
 	return err
+}
+
+// RemoveBinaries removes memif-cni's binaries from the node's CNI bin directory: the plugin
+// first, as it runs the helper.
+func RemoveBinaries(binDir string, log *slog.Logger) error {
+	dir, err := safefs.Open(binDir)
+	if err != nil {
+		return fmt.Errorf("teardown: %w", err)
+	}
+	defer dir.Close()
+	for _, name := range []string{"memif-cni", names.PodInfoHelper} {
+		if err := dir.Remove(name); err != nil {
+			return fmt.Errorf("teardown: %w", err)
+		}
+		log.Info("uninstall: removed "+name, "dir", binDir)
+	}
+	return nil
 }

@@ -119,14 +119,14 @@ func TestCleanKeepsRunningPodsAndFreesWhenTheyGo(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(pod, "slot/link/memif.sock")); err != nil || string(b) != "x" {
 		t.Errorf("the running pod's link after Clean: %q, %v", b, err)
 	}
-	if got := hugepagesFree(t); got > free-2 {
-		t.Errorf("HugePages_Free %d while the pod maps its unit, want at most %d", got, free-2)
-	}
+	// HugePages_Free is the machine's: other tests take and give pages meanwhile, so compare
+	// only across the pod's going, a few microseconds.
+	held := hugepagesFree(t)
 	if err := unix.Unmount(unit, 0); err != nil { // the pod goes
 		t.Fatal(err)
 	}
-	if got := hugepagesFree(t); got != free {
-		t.Errorf("HugePages_Free %d after the last pod went, want %d as before", got, free)
+	if got := hugepagesFree(t); got < held+2 {
+		t.Errorf("HugePages_Free %d after the last pod went, want at least %d: its unit's 2 pages back (%d before the pool)", got, held+2, free)
 	}
 }
 
