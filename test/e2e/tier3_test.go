@@ -646,27 +646,6 @@ func agentPIDs(t *testing.T) []int {
 	return pids
 }
 
-// uninstall: `kubectl delete -k manifests/` takes memif-cni back out of the node's conflist;
-// no pod's attachment is left (docs/install.md says what stays until the node is cleaned).
-func (x *tier3) uninstall(ctx context.Context, t *testing.T) {
-	x.kubectl(ctx, t, "delete", "-k", "manifests/", "--wait=true")
-	if err := node.Poll(ctx, 90*time.Second, "node agent gone", func() (bool, error) {
-		pods, err := x.cs.CoreV1().Pods(t3Namespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		return len(pods.Items) == 0, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if types := conflistTypes(t); !slices.Equal(types, []string{"bridge"}) {
-		t.Fatalf("after kubectl delete -k manifests/ the conflist chains %q, want only bridge", types)
-	}
-	x.noLeftovers(ctx, t, "after kubectl delete -k manifests/")
-	x.logf("uninstall: memif-cni is out of %s; nothing of any pod is left", cluster.Conflist)
-	x.nodeAsBefore(ctx, t, x.installed, "after kubectl delete -k manifests/")
-}
-
 // multus: with the Multus thin plugin on the node and the NAD CRD, `kubectl apply -k
 // manifests/overlays/multus` installs memif-cni as a NetworkAttachmentDefinition; pods attach
 // through it and pass verified traffic. Multus does not pass pod annotations to its delegates, so

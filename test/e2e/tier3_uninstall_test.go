@@ -4,11 +4,17 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/test/e2e/cluster"
 	"github.com/memifnet/memifnet/test/e2e/node"
 )
@@ -71,4 +77,66 @@ func (x *tier3) ownDaemonSetRBAC(ctx context.Context, t *testing.T) {
 		}
 	}
 	x.logf("rbac: in %s memifnet-system/memifnet may only get, list and watch daemonsets/memifnet-node", t3Namespace)
+}
+
+// uninstall: `kubectl delete -k manifests/` while a link pair passes traffic takes memif-cni out
+// of the node's conflist and cleans the node under the pair, which keeps passing traffic on its
+// slots and pool units; when the pair goes only memif-cni's binaries and its device-info files
+// of the pair are left (for their DELs; docs/deviceplugin.md says so). Then the DRA overlay,
+// installed and deleted with no memif pod on the node, leaves the node as before the install.
+func (x *tier3) uninstall(ctx context.Context, t *testing.T) {
+	x.noLeftovers(ctx, t, "before the uninstall")
+	x.kubectlIn(ctx, t, perfPod("uninst-rx", "east", "uninst-link", "--mode=rx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m")+
+		"---\n"+perfPod("uninst-tx", "west", "uninst-link", "--mode=tx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m"),
+		"apply", "-f", "-")
+	if err := node.Poll(ctx, 2*time.Minute, "uninst-rx receiving", func() (bool, error) {
+		return x.rxProgress(ctx, "uninst-rx") > 0, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	x.deleteK(ctx, t, "manifests/")
+	if types := conflistTypes(t); !slices.Equal(types, []string{"bridge"}) {
+		t.Fatalf("after kubectl delete -k manifests/ the conflist chains %q, want only bridge", types)
+	}
+	x.logf("uninstall: memif-cni is out of %s", cluster.Conflist)
+	x.trafficFlows(ctx, t, "uninst-rx", "after kubectl delete -k manifests/ (the pair keeps its slots and units)")
+	if ms, err := testutil.Mounts(t3StateDir); err != nil || len(ms) != 0 {
+		t.Errorf("after kubectl delete -k manifests/ the node still has mounts under %s: %q %v", t3StateDir, ms, err)
+	}
+	x.kubectl(ctx, t, "delete", "pod", "uninst-rx", "uninst-tx", "--wait=true")
+	// What the pair's DELs need stays: memif-cni's binaries (and, as memif-cni is out of the
+	// conflist, its device-info files of the pair). Exactly these, which docs/install.md says to
+	// remove by hand; the DRA overlay's uninstall below removes the binaries itself.
+	left := x.installed.ChangedUnder(x.snapshot(t), cluster.CNIBinDir)
+	want := []string{"+path " + cluster.CNIBinDir + "/memif-cni", "+path " + cluster.CNIBinDir + "/" + names.PodInfoHelper}
+	if slices.Sort(left); !slices.Equal(left, want) {
+		t.Errorf("after the pair went, changed under %s: %q, want %q", cluster.CNIBinDir, left, want)
+	}
+	devinfo, _ := filepath.Glob(filepath.Join(t3DevInfoDir, "cni", "memifnet-*"))
+	for _, f := range devinfo {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x.logf("uninstall: the pair passed traffic to the end; after it went, memif-cni's binaries and %d device-info files were left", len(devinfo))
+
+	x.kubectl(ctx, t, "apply", "-k", "manifests/overlays/dra/")
+	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
+	x.deleteK(ctx, t, "manifests/overlays/dra/")
+	x.nodeAsBefore(ctx, t, x.installed, "after kubectl delete -k manifests/overlays/dra/")
+}
+
+// deleteK runs `kubectl delete -k dir` and waits until the node agent's pod is gone.
+func (x *tier3) deleteK(ctx context.Context, t *testing.T, dir string) {
+	t.Helper()
+	x.kubectl(ctx, t, "delete", "-k", dir, "--wait=true")
+	if err := node.Poll(ctx, 90*time.Second, "node agent gone", func() (bool, error) {
+		pods, err := x.cs.CoreV1().Pods(t3Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		return len(pods.Items) == 0, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

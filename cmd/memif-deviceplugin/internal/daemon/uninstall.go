@@ -17,7 +17,7 @@ import (
 // running finds its plugin.
 func (d *Daemon) uninstall() error {
 	inUse, inUseErr := d.devicesInUse()
-	err := teardown.Clean(d.opts.StateDir, d.opts.Log)
+	err := errors.Join(teardown.Clean(d.opts.StateDir, d.opts.Log), teardown.RemoveDevinfo(d.opts.DevinfoDir))
 	switch {
 	case d.opts.CNIBinDir == "":
 	case inUse > 0 || inUseErr != nil:

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -160,4 +161,29 @@ func RemoveBinaries(binDir string, log *slog.Logger) error {
 		log.Info("uninstall: removed "+name, "dir", binDir)
 	}
 	return nil
+}
+
+// RemoveDevinfo removes the agent's device-info files (memifnet.io-<resource>-<id>-device.json)
+// from dir: those of devices pods still hold at the uninstall, which no scrub will remove.
+func RemoveDevinfo(dir string) error {
+	d, err := safefs.Open(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("teardown: %w", err)
+	}
+	defer d.Close()
+	ents, err := d.Names()
+	if err != nil {
+		return fmt.Errorf("teardown: %w", err)
+	}
+	prefix := strings.ReplaceAll(names.ResourcePrefix, "/", "-")
+	var errs []error
+	for _, n := range ents {
+		if strings.HasPrefix(n, prefix) && strings.HasSuffix(n, "-device.json") {
+			errs = append(errs, d.Remove(n))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -172,3 +172,23 @@ func TestCleanHostile(t *testing.T) {
 		t.Errorf("slot-000: %v, want it removed", err)
 	}
 }
+
+// The agent's device-info files go (those of devices pods still hold); others' stay.
+func TestRemoveDevinfo(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"memifnet.io-socket-slot-000-device.json", "memifnet.io-hugepool-unit-0-0-device.json", "other-device.json"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := RemoveDevinfo(dir); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 || ents[0].Name() != "other-device.json" {
+		t.Errorf("left %v, want only other-device.json", ents)
+	}
+	if err := RemoveDevinfo(filepath.Join(dir, "missing")); err != nil {
+		t.Errorf("a missing dir: %v", err)
+	}
+}
