@@ -61,10 +61,7 @@ func (d *Daemon) watchOwner(ctx context.Context) *owner.Watcher {
 	}
 	client, err := mk()
 	if err == nil {
-		var w *owner.Watcher
-		if w, err = owner.Start(ctx, client, ns, name, d.opts.Log); err == nil {
-			return w
-		}
+		return owner.Start(ctx, client, ns, name, d.opts.Log)
 	}
 	d.opts.Log.Warn("cannot watch the agent's DaemonSet: an uninstall will leave the node's slots and pools", "err", err)
 	return nil

@@ -42,22 +42,43 @@ type Watcher struct {
 	gone string // why the DaemonSet is known to be going away; "" while it is not
 }
 
-// Start reads the DaemonSet namespace/name (it must exist: the agent runs from it) and watches it
-// until ctx ends.
-func Start(ctx context.Context, client kubernetes.Interface, namespace, name string, log *slog.Logger) (*Watcher, error) {
-	ds, err := client.AppsV1().DaemonSets(namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("owner: get DaemonSet %s/%s: %w", namespace, name, err)
+// Start watches the DaemonSet namespace/name until ctx ends. It does not wait for the API
+// server: the first GET (the DaemonSet's UID) is retried in the background.
+func Start(ctx context.Context, client kubernetes.Interface, namespace, name string, log *slog.Logger) *Watcher {
+	w := &Watcher{client: client, namespace: namespace, name: name, log: log}
+	go w.run(ctx)
+	return w
+}
+
+// first reads the DaemonSet until it answers, and returns its version.
+func (w *Watcher) first(ctx context.Context) (string, bool) {
+	for {
+		ds, err := w.get(ctx)
+		if err == nil {
+			w.mu.Lock()
+			w.uid = ds.UID
+			w.mu.Unlock()
+			w.observe(ds)
+			return ds.ResourceVersion, true
+		}
+		w.log.Warn("owner: cannot read the agent's DaemonSet yet", "daemonset", w.namespace+"/"+w.name, "err", err)
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-time.After(2 * time.Second):
+		}
 	}
-	w := &Watcher{client: client, namespace: namespace, name: name, log: log, uid: ds.UID}
-	w.observe(ds)
-	go w.run(ctx, ds.ResourceVersion)
-	return w, nil
+}
+
+func (w *Watcher) ownUID() types.UID {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.uid
 }
 
 // observe notes a DaemonSet that is being deleted.
 func (w *Watcher) observe(ds *appsv1.DaemonSet) {
-	if ds.UID == w.uid && ds.DeletionTimestamp != nil {
+	if ds.UID == w.ownUID() && ds.DeletionTimestamp != nil {
 		w.setGone("DaemonSet is being deleted")
 	}
 }
@@ -78,7 +99,11 @@ func (w *Watcher) known() string {
 }
 
 // run keeps a watch open, reopening it (from the last version seen) when the API server ends it.
-func (w *Watcher) run(ctx context.Context, version string) {
+func (w *Watcher) run(ctx context.Context) {
+	version, ok := w.first(ctx)
+	if !ok {
+		return
+	}
 	sel := fields.OneTermEqualSelector("metadata.name", w.name).String()
 	for ctx.Err() == nil && w.known() == "" {
 		wi, err := w.client.AppsV1().DaemonSets(w.namespace).Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: version})
@@ -95,7 +120,7 @@ func (w *Watcher) run(ctx context.Context, version string) {
 		// one GET, now that no event can be missed. Only what it says of the DaemonSet counts
 		// here; a refusal is weighed at SIGTERM.
 		if ds, err := w.get(ctx); err == nil || apierrors.IsNotFound(err) {
-			if gone, why := Decide(ds, err, w.uid); gone {
+			if gone, why := Decide(ds, err, w.ownUID()); gone {
 				w.setGone(why)
 			}
 		}
@@ -112,10 +137,10 @@ func (w *Watcher) drain(wi watch.Interface, version string) string {
 			return "" // an error event (the version is too old): start over from now
 		}
 		version = ds.ResourceVersion
-		switch {
-		case ev.Type == watch.Deleted && ds.UID == w.uid:
+		switch uid := w.ownUID(); {
+		case ev.Type == watch.Deleted && ds.UID == uid:
 			w.setGone("DaemonSet deleted")
-		case ds.UID != w.uid:
+		case ds.UID != uid:
 			w.setGone("DaemonSet replaced by another of the same name")
 		default:
 			w.observe(ds)
@@ -130,7 +155,7 @@ func (w *Watcher) Uninstalling(ctx context.Context) (bool, string) {
 		return true, why
 	}
 	ds, err := w.get(ctx)
-	return Decide(ds, err, w.uid)
+	return Decide(ds, err, w.ownUID())
 }
 
 // get asks the API server for the DaemonSet, briefly.
@@ -140,7 +165,8 @@ func (w *Watcher) get(ctx context.Context) (*appsv1.DaemonSet, error) {
 	return w.client.AppsV1().DaemonSets(w.namespace).Get(ctx, w.name, metav1.GetOptions{})
 }
 
-// Decide is the answer of a GET of the DaemonSet whose UID was uid.
+// Decide is the answer of a GET of the DaemonSet whose UID was uid ("" when the agent never
+// read it: then any DaemonSet of the name is its own).
 func Decide(ds *appsv1.DaemonSet, err error, uid types.UID) (bool, string) {
 	switch {
 	case apierrors.IsNotFound(err):
@@ -151,7 +177,7 @@ func Decide(ds *appsv1.DaemonSet, err error, uid types.UID) (bool, string) {
 		return true, "the agent's RBAC is gone"
 	case err != nil:
 		return false, fmt.Sprintf("cannot tell (%v): keeping the node's slots and pools as on a restart", err)
-	case ds.UID != uid:
+	case uid != "" && ds.UID != uid:
 		return true, "DaemonSet replaced by another of the same name"
 	case ds.DeletionTimestamp != nil:
 		return true, "DaemonSet is being deleted"

@@ -37,17 +37,27 @@ func TestDecide(t *testing.T) {
 		ds        *appsv1.DaemonSet
 		err       error
 		uninstall bool
+		uid       types.UID // the one the agent read; "u1" when empty
 	}{
-		{"there", ds("", false), nil, false},
-		{"deleting", ds("", true), nil, true},
-		{"replaced", ds("u2", false), nil, true},
-		{"not found", nil, apierrors.NewNotFound(gr, "memifnet-node"), true},
-		{"service account gone", nil, apierrors.NewUnauthorized("token"), true},
-		{"RBAC gone", nil, apierrors.NewForbidden(gr, "memifnet-node", errors.New("no")), true},
-		{"API server down", nil, errors.New("dial tcp 10.96.0.1:443: connect: connection refused"), false},
-		{"timeout", nil, apierrors.NewTimeoutError("slow", 1), false},
+		{"there", ds("", false), nil, false, ""},
+		{"deleting", ds("", true), nil, true, ""},
+		{"replaced", ds("u2", false), nil, true, ""},
+		{"not found", nil, apierrors.NewNotFound(gr, "memifnet-node"), true, ""},
+		{"service account gone", nil, apierrors.NewUnauthorized("token"), true, ""},
+		{"RBAC gone", nil, apierrors.NewForbidden(gr, "memifnet-node", errors.New("no")), true, ""},
+		{"API server down", nil, errors.New("dial tcp 10.96.0.1:443: connect: connection refused"), false, ""},
+		{"timeout", nil, apierrors.NewTimeoutError("slow", 1), false, ""},
+		{"never read, there", ds("u2", false), nil, false, "-"},
+		{"never read, gone", nil, apierrors.NewNotFound(gr, "memifnet-node"), true, "-"},
 	} {
-		got, why := Decide(c.ds, c.err, "u1")
+		uid := c.uid
+		switch uid {
+		case "":
+			uid = "u1"
+		case "-":
+			uid = ""
+		}
+		got, why := Decide(c.ds, c.err, uid)
 		if got != c.uninstall {
 			t.Errorf("%s: uninstall %v (%s), want %v", c.name, got, why, c.uninstall)
 		}
@@ -59,9 +69,9 @@ func TestWatcherSeesDeletion(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := fake.NewClientset(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "memifnet-system", Name: "memifnet-node", UID: "u1"}})
-	w, err := Start(ctx, client, "memifnet-system", "memifnet-node", slog.Default())
-	if err != nil {
-		t.Fatal(err)
+	w := Start(ctx, client, "memifnet-system", "memifnet-node", slog.Default())
+	for w.ownUID() == "" { // the first GET, in the background
+		time.Sleep(10 * time.Millisecond)
 	}
 	if gone, why := w.Uninstalling(ctx); gone {
 		t.Fatalf("before the deletion: uninstall (%s)", why)
