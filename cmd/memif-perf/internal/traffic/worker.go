@@ -92,7 +92,7 @@ func (r *Runner) loop(q int) {
 // pause is called after a poll that moved nothing. A poller spins, like a DPDK lcore, and while
 // its links are up it never yields: runtime.Gosched from a goroutine locked to its thread hands the
 // P to another thread and back (two futex wake-ups and two context switches on this CPU), and doing
-// that every 16384 empty polls was the Go echo's p99.9 round trip: 5.8-6.5 us against 1.9-2.8 us
+// that every 16384 empty polls was the Go echo's p99.9 round trip: 5.4-6.5 us against 1.6-2.8 us
 // without (docs/performance.md). The run's other goroutines (progress, the control connections)
 // still get their turn: the runtime preempts a goroutine that has run for 10 ms. While a link is
 // down the poller yields now and then, so that the control goroutine reconnects without waiting
