@@ -132,6 +132,7 @@ func (w *worker) runPing() {
 				continue
 			}
 			rtt := time.Since(start)
+			w.idle = 0
 			p := w.rxBufs[0]
 			w.ctr.RxPkts.Add(1)
 			w.ctr.RxBytes.Add(uint64(len(p)))
@@ -174,6 +175,7 @@ func (w *worker) runFwd() {
 			w.pause()
 			continue
 		}
+		w.idle = 0
 		w.ctr.RxPkts.Add(uint64(f1 + d1 + f2 + d2))
 		w.ctr.TxPkts.Add(uint64(f1 + f2))
 	}
