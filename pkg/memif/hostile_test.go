@@ -589,16 +589,11 @@ func TestHostileServerMessages(t *testing.T) {
 	}
 }
 
-// TestHostileServerDescriptors: a raw server fills the client's receive ring with bad descriptors
-// and lies about its tail.
-func TestHostileServerDescriptors(t *testing.T) {
-	addr := memiftest.UniqueSocket()
-	ln, err := socket.Listen(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cli := open(t, memif.Config{Role: memif.RoleClient, Socket: addr, RingSize: 16, BufferSize: 256})
+// rawServerUntilConnect accepts one client on ln and answers its handshake up to and including
+// CONNECT, which it leaves unanswered: the client's region is mapped (closed with the test) and
+// its rings are 0 = S2M, 1 = M2S.
+func rawServerUntilConnect(t *testing.T, ln *socket.Listener) (*rawPeer, *alloc.Region, [2]ring.Ring) {
+	t.Helper()
 	p := acceptRaw(t, ln, goodHello)
 	p.expect(socket.TypeInit)
 	p.send(socket.Ack{}, -1)
@@ -611,7 +606,7 @@ func TestHostileServerDescriptors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer reg.Close()
+	t.Cleanup(func() { reg.Close() })
 	p.send(socket.Ack{}, -1)
 	var rings [2]ring.Ring
 	for range 2 {
@@ -629,6 +624,20 @@ func TestHostileServerDescriptors(t *testing.T) {
 		p.send(socket.Ack{}, -1)
 	}
 	p.expect(socket.TypeConnect)
+	return p, reg, rings
+}
+
+// TestHostileServerDescriptors: a raw server fills the client's receive ring with bad descriptors
+// and lies about its tail.
+func TestHostileServerDescriptors(t *testing.T) {
+	addr := memiftest.UniqueSocket()
+	ln, err := socket.Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cli := open(t, memif.Config{Role: memif.RoleClient, Socket: addr, RingSize: 16, BufferSize: 256})
+	p, reg, rings := rawServerUntilConnect(t, ln)
 	p.send(socket.Connected{Name: "raw"}, -1)
 	if err := waitUp(t, cli); err != nil {
 		t.Fatal(err)

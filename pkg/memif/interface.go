@@ -249,7 +249,12 @@ func (i *Interface) attach(c *connection) error {
 		case q.zc != nil:
 			q.rearmZC(0) // nothing consumed yet: arm the whole ring
 		case client:
-			q.refill() // arm the whole ring at once, so the server can send before our first poll
+			// Armed when the connection's memory was made, before CONNECT (newClientConnection),
+			// so that a server may send as soon as its link is up; it may have filled slots
+			// already, which a refill here would clobber. Only head is stored again: DPDK's
+			// server zeroes head and tail when it gets CONNECT, and the descriptors it leaves.
+			q.head = uint16(q.ring.Size())
+			q.ring.StoreHead(q.head)
 		}
 		q.unpark()
 	}
