@@ -98,6 +98,29 @@ const (
 	EnvDir = "MEMIFNET_DIR"
 )
 
+// The sources the agent and memif-cni give their mounts: they show in /proc/self/mountinfo and
+// are how an uninstall or a cluster teardown tells memifnet's mounts from anything else there.
+const (
+	// SlotMountSource marks a socket slot's tmpfs (device plugin and DRA slots).
+	SlotMountSource = "memifnet-slot"
+	// LinkMountSource marks a link directory's tmpfs.
+	LinkMountSource = "memifnet-link"
+	// PoolMountSourcePrefix, followed by the pool's name, marks a hugepage pool's hugetlbfs.
+	PoolMountSourcePrefix = "memifnet-"
+)
+
+// IsMemifnetMount says whether a mount of fstype with source is one memifnet makes.
+func IsMemifnetMount(fstype, source string) bool {
+	switch fstype {
+	case "tmpfs":
+		return source == SlotMountSource || source == LinkMountSource
+	case "hugetlbfs":
+		// Spelled out rather than strings.HasPrefix: this package imports nothing.
+		return len(source) > len(PoolMountSourcePrefix) && source[:len(PoolMountSourcePrefix)] == PoolMountSourcePrefix
+	}
+	return false
+}
+
 // PodInfoHelper is the binary memif-cni runs, from its own directory, to read a pod's annotations
 // from the kubelet or the API server when the runtime passes none.
 const PodInfoHelper = "memif-cni-podinfo"

@@ -7,20 +7,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 )
-
-// memifnetMount says whether a mount is one memifnet's node agent or memif-cni makes: a tmpfs
-// of source memifnet-slot or memifnet-link, a hugetlbfs of source memifnet-<pool>.
-func memifnetMount(m safefs.MountEntry) bool {
-	switch m.FSType {
-	case "tmpfs":
-		return m.Source == "memifnet-slot" || m.Source == "memifnet-link"
-	case "hugetlbfs":
-		return strings.HasPrefix(m.Source, "memifnet-")
-	}
-	return false
-}
 
 // unmountAgentMounts detaches the mounts memifnet made under stateDir, newest first, so that a
 // cluster that went down without an uninstall (or whose agent could not clean) gives back its
@@ -34,7 +23,7 @@ func unmountAgentMounts(stateDir string) error {
 	var errs []error
 	for i := len(ms) - 1; i >= 0; i-- {
 		m := ms[i]
-		if !strings.HasPrefix(m.Point, stateDir+"/") || !memifnetMount(m) {
+		if !strings.HasPrefix(m.Point, stateDir+"/") || !names.IsMemifnetMount(m.FSType, m.Source) {
 			continue
 		}
 		err := unix.Unmount(m.Point, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)

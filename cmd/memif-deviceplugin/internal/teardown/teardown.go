@@ -21,19 +21,6 @@ import (
 	"github.com/memifnet/memifnet/internal/safefs"
 )
 
-// ours says whether a mount is one the agent or memif-cni makes: its file system type and the
-// source it is mounted with (slots "memifnet-slot", links "memifnet-link", pools
-// "memifnet-<pool>").
-func ours(m safefs.MountEntry) bool {
-	switch m.FSType {
-	case "tmpfs":
-		return m.Source == "memifnet-slot" || m.Source == "memifnet-link"
-	case "hugetlbfs":
-		return strings.HasPrefix(m.Source, "memifnet-")
-	}
-	return false
-}
-
 // magic is the statfs type a mount of fstype must have.
 var magic = map[string]int64{"tmpfs": unix.TMPFS_MAGIC, "hugetlbfs": unix.HUGETLBFS_MAGIC}
 
@@ -90,7 +77,7 @@ func detachAll(root *safefs.Dir, stateDir string, ms []safefs.MountEntry, log *s
 			continue
 		}
 		m := top[p]
-		if !ours(m) {
+		if !names.IsMemifnetMount(m.FSType, m.Source) {
 			errs = append(errs, fmt.Errorf("%s: a %s mount of %q is not memifnet's: left", p, m.FSType, m.Source))
 			continue
 		}
