@@ -20,12 +20,15 @@ IMAGE           ?= localhost/memifnet/memifnet:dev
 PAUSE_IMAGE     ?= localhost/memifnet/pause:dev
 DPDK_IMAGE      ?= localhost/memifnet/dpdk:dev
 KUBELET_VERSION ?= v1.34.4
+# The build the binaries report (memif-deviceplugin logs it at start): an upgrade test builds a
+# second image with another VERSION and IMAGE tag.
+VERSION         ?= dev
 E2E_BINS        := memif-cni memif-cni-podinfo memif-deviceplugin memif-perf memif-cni-install memif-webhook kubectl-memifnet
 
 .PHONY: image image-dpdk kube kubelet cluster-up cluster-down e2e e2e-tier1 e2e-tier2 e2e-tier3 demo
 
 image:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(E2E_OUT)/bin/ $(addprefix ./cmd/,$(E2E_BINS)) ./hack/pause
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X main.version=$(VERSION)' -o $(E2E_OUT)/bin/ $(addprefix ./cmd/,$(E2E_BINS)) ./hack/pause
 	$(GO) run ./hack/image -o $(E2E_OUT)/memifnet-image.tar -t $(IMAGE) \
 		-entrypoint /usr/local/bin/memif-deviceplugin \
 		$(foreach b,$(E2E_BINS),$(E2E_OUT)/bin/$(b)=/usr/local/bin/$(b))

@@ -18,6 +18,10 @@ import (
 	"github.com/memifnet/memifnet/internal/names"
 )
 
+// version is the agent's build, set at link time (make image: -ldflags -X main.version=$(VERSION));
+// it is logged at start, so a rollout shows which build each pod runs.
+var version = "dev"
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "memif-deviceplugin:", err)
@@ -60,6 +64,7 @@ func run() error {
 		return fmt.Errorf("-log-format: %q is not json or text", logFormat)
 	}
 	slog.SetDefault(opts.Log)
+	opts.Log.Info("memif-deviceplugin starting", "version", version)
 
 	opts.Config = config.Default()
 	if cfgPath != "" {

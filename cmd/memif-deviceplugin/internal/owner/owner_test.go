@@ -8,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -92,5 +93,53 @@ func TestWatcherSeesDeletion(t *testing.T) {
 	})
 	if gone, why := w.Uninstalling(ctx); !gone {
 		t.Errorf("after the deletion: uninstall %v (%s), want true", gone, why)
+	}
+}
+
+// An upgrade changes the DaemonSet (a new image in its template, a new generation, the
+// controller's status as it replaces the pods) but never deletes it: no event of it is taken for
+// an uninstall. The DaemonSet is deleted last, so the first reason the watch records shows
+// whether an update had been mistaken for one (the first reason is kept).
+func TestWatcherUpgradeIsNoUninstall(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "memifnet-system", Name: "memifnet-node", UID: "u1", Generation: 1}}
+	ds.Spec.Template.Spec.Containers = []corev1.Container{{Name: "deviceplugin", Image: "localhost/memifnet/memifnet:v1"}}
+	client := fake.NewClientset(ds)
+	w := Start(ctx, client, "memifnet-system", "memifnet-node", slog.Default())
+	for w.ownUID() == "" { // the first GET, in the background
+		time.Sleep(10 * time.Millisecond)
+	}
+	dss := client.AppsV1().DaemonSets("memifnet-system")
+	up := ds.DeepCopy()
+	up.Generation = 2
+	up.Spec.Template.Spec.Containers[0].Image = "localhost/memifnet/memifnet:v2"
+	if _, err := dss.Update(ctx, up, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []appsv1.DaemonSetStatus{
+		{DesiredNumberScheduled: 1, CurrentNumberScheduled: 1, NumberUnavailable: 1, ObservedGeneration: 2},
+		{DesiredNumberScheduled: 1, CurrentNumberScheduled: 1, NumberReady: 1, UpdatedNumberScheduled: 1, NumberAvailable: 1, ObservedGeneration: 2},
+	} {
+		up.Status = st
+		if _, err := dss.UpdateStatus(ctx, up, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if gone, why := w.Uninstalling(ctx); gone {
+		t.Fatalf("during the upgrade: uninstall (%s)", why)
+	}
+	if err := dss.Delete(ctx, "memifnet-node", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for w.known() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the watch did not report the deletion in 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if why := w.known(); why != "DaemonSet deleted" {
+		t.Errorf("first reason recorded %q, want %q: an update of the DaemonSet was taken for an uninstall", why, "DaemonSet deleted")
 	}
 }
