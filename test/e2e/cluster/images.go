@@ -99,3 +99,9 @@ func tarballTag(path string) (string, error) {
 	}
 	return string(m[1]), nil
 }
+
+// ImportImage imports a docker-archive tarball into containerd's k8s.io namespace as it is
+// tagged (the upgrade step's second build of the memifnet image).
+func (c *Cluster) ImportImage(ctx context.Context, tarball string) error {
+	return c.ctr(ctx, "images", "import", tarball)
+}

@@ -1,0 +1,183 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/memifnet/memifnet/test/e2e/cluster"
+	"github.com/memifnet/memifnet/test/e2e/node"
+)
+
+// t3UpgradeImage is the second build of the memifnet image: the same sources, linked with
+// VERSION=v2 (the agent logs it), under another tag.
+const (
+	t3UpgradeImage   = "localhost/memifnet/memifnet:v2"
+	t3UpgradeVersion = "v2"
+)
+
+// upgrade: the node agent of the DRA overlay (device plugin and DRA driver in one DaemonSet) is
+// upgraded from the installed image to v2 (kubectl set image) while a link passes verified
+// traffic; during the rollout a new device plugin link and a new DRA link are created. The old
+// link never stops (the same containers, its counter rising every second, every byte
+// verified), the new links pass verified traffic, the agent pod runs v2 and the node was not
+// taken for an uninstall (memif-cni still chained and installed).
+func (x *tier3) upgrade(ctx context.Context, t *testing.T) {
+	x.buildUpgradeImage(ctx, t)
+	x.kubectl(ctx, t, "apply", "-k", "manifests/overlays/dra/")
+	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		x.c.KubectlCmd(cctx, "delete", "pod", "--ignore-not-found", "--wait=true", "--timeout=90s",
+			"up-rx", "up-tx", "up-new-rx", "up-new-tx", "up-dra-rx", "up-dra-tx").Run()
+		x.c.KubectlCmd(cctx, "delete", "resourceclaim", "--ignore-not-found", "--wait=true", "--timeout=60s", "up-dra").Run()
+		x.draRestore(cctx, t) // the chained install again, with the first image
+	})
+	x.kubectlIn(ctx, t, perfPod("up-rx", "east", "up-link", "--mode=rx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m")+
+		"---\n"+perfPod("up-tx", "west", "up-link", "--mode=tx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m"),
+		"apply", "-f", "-")
+	if err := node.Poll(ctx, 2*time.Minute, "up-rx receiving", func() (bool, error) {
+		return x.rxProgress(ctx, "up-rx") > 0, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	containers := x.containerIDs(ctx, t, "up-rx", "up-tx")
+	name, uid, _ := x.agentPod(ctx, t)
+	x.logf("upgrade: up-rx/up-tx pass traffic; node agent %s runs the installed image", name)
+
+	start := time.Now()
+	x.kubectl(ctx, t, "-n", t3Namespace, "set", "image", t3DaemonSet, "deviceplugin="+t3UpgradeImage, "install-cni="+t3UpgradeImage)
+	x.kubectlIn(ctx, t, perfPod("up-new-rx", "east", "up-new", "--mode=rx", "--verify", "--size=1500", "--duration=8s", "--connect-timeout=2m")+
+		"---\n"+perfPod("up-new-tx", "west", "up-new", "--mode=tx", "--verify", "--size=1500", "--duration=5s", "--connect-timeout=2m")+
+		"---\n"+draLinkClaim("up-dra")+
+		"---\n"+draPerfPod("up-dra-rx", "up-dra", "east", "--mode=rx", "--verify", "--size=1500", "--duration=8s", "--connect-timeout=2m")+
+		"---\n"+draPerfPod("up-dra-tx", "up-dra", "west", "--mode=tx", "--verify", "--size=1500", "--duration=5s", "--connect-timeout=2m"),
+		"apply", "-f", "-")
+	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
+	rolled := time.Since(start)
+	name2, uid2, _ := x.agentPod(ctx, t)
+	if uid2 == uid {
+		t.Fatalf("the upgrade kept pod %s", name)
+	}
+	x.upgradedAgent(ctx, t, name2)
+	x.logf("upgrade: node agent %s replaced by %s (%s) in %.1fs", name, name2, t3UpgradeImage, rolled.Seconds())
+
+	for _, p := range []string{"up-new-tx", "up-new-rx", "up-dra-tx", "up-dra-rx"} {
+		x.podSucceeded(ctx, t, "default", p, 3*time.Minute)
+	}
+	x.verified(ctx, t, "default", "up-new-rx")
+	x.verified(ctx, t, "default", "up-dra-rx")
+	x.logf("upgrade: the device plugin link and the DRA link created during the rollout passed verified traffic")
+
+	x.trafficFlows(ctx, t, "up-rx", "after the upgrade")
+	// Read before the sender stops (the receiver then counts nothing until it is stopped too).
+	stall, seconds := longestStall(x.logs(ctx, "default", "up-rx"))
+	if got := x.containerIDs(ctx, t, "up-rx", "up-tx"); !slices.Equal(got, containers) {
+		t.Fatalf("the old link's containers changed: %q, before %q", got, containers)
+	}
+	for _, p := range []string{"up-tx", "up-rx"} {
+		if err := syscall.Kill(x.containerPID(ctx, t, "default", p), syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		x.podSucceeded(ctx, t, "default", p, time.Minute)
+	}
+	sum := x.verified(ctx, t, "default", "up-rx")
+	if stall > 1 {
+		t.Errorf("the old link's receiver counted no packet for %d consecutive seconds (of %d)", stall, seconds)
+	}
+	x.logf("upgrade: the old link passed %.0f verified packets; its counter rose in each of its %d progress seconds (longest stall %ds, rollout %.1fs)",
+		sum["rx_pkts"], seconds, stall, rolled.Seconds())
+	x.kubectl(ctx, t, "delete", "pod", "up-new-rx", "up-new-tx", "up-dra-rx", "up-dra-tx", "up-rx", "up-tx", "--wait=true", "--timeout=2m")
+	x.kubectl(ctx, t, "delete", "resourceclaim", "up-dra", "--wait=true", "--timeout=2m")
+}
+
+// buildUpgradeImage builds the v2 image (make image with another tag and VERSION, into its own
+// output dir) and imports it into the cluster's containerd.
+func (x *tier3) buildUpgradeImage(ctx context.Context, t *testing.T) {
+	t.Helper()
+	out := t.TempDir()
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "image",
+		"E2E_OUT="+out, "IMAGE="+t3UpgradeImage, "VERSION="+t3UpgradeVersion, "PAUSE_IMAGE=localhost/memifnet/pause:v2")
+	cmd.Dir = x.repo
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make image (v2): %v\n%s", err, b)
+	}
+	if err := x.c.ImportImage(ctx, filepath.Join(out, "memifnet-image.tar")); err != nil {
+		t.Fatal(err)
+	}
+	x.logf("upgrade: %s built (VERSION=%s) and imported", t3UpgradeImage, t3UpgradeVersion)
+}
+
+// upgradedAgent checks the new agent pod: both containers from the v2 image, its log naming
+// version v2, and the node kept as on a restart (an uninstall removes memif-cni from the
+// conflist and the CNI bin dir).
+func (x *tier3) upgradedAgent(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	p, err := x.cs.CoreV1().Pods(t3Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+		if c.Image != t3UpgradeImage {
+			t.Errorf("agent pod %s: container %s runs %s, want %s", name, c.Name, c.Image, t3UpgradeImage)
+		}
+	}
+	if log := x.logs(ctx, t3Namespace, name); !strings.Contains(log, `"version":"`+t3UpgradeVersion+`"`) {
+		t.Errorf("agent pod %s does not log version %s:\n%s", name, t3UpgradeVersion, log)
+	}
+	if types := conflistTypes(t); !slices.Equal(types, []string{"bridge", "memif-cni"}) {
+		t.Errorf("after the upgrade the conflist chains %q: taken for an uninstall?", types)
+	}
+	if _, err := os.Stat(filepath.Join(cluster.CNIBinDir, "memif-cni")); err != nil {
+		t.Errorf("after the upgrade: %v: taken for an uninstall?", err)
+	}
+}
+
+// containerIDs are the running containers of pods (namespace default), as the kubelet reports.
+func (x *tier3) containerIDs(ctx context.Context, t *testing.T, pods ...string) []string {
+	t.Helper()
+	var ids []string
+	for _, name := range pods {
+		p, err := x.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
+			t.Fatalf("pod %s: not one running container: %v %v", name, err, p.Status.ContainerStatuses)
+		}
+		ids = append(ids, p.Status.ContainerStatuses[0].ContainerID)
+	}
+	return ids
+}
+
+// longestStall reads a memif-perf receiver's progress lines (one a second, rx_pkts cumulative)
+// and returns the most consecutive seconds without a new packet once packets flow, and how many
+// seconds it read from then.
+func longestStall(log string) (int, int) {
+	var last float64 = -1
+	longest, run, seconds := 0, 0, 0
+	for _, l := range strings.Split(log, "\n") {
+		if !strings.HasPrefix(l, "[") || !strings.Contains(l, "rx_pkts=") {
+			continue
+		}
+		rx := node.LastProgressRx(l)
+		if last > 0 {
+			seconds++
+			if rx > last {
+				run = 0
+			} else if run++; run > longest {
+				longest = run
+			}
+		}
+		last = rx
+	}
+	return longest, seconds
+}
