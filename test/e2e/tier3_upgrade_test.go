@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/memifnet/memifnet/test/e2e/cluster"
 	"github.com/memifnet/memifnet/test/e2e/node"
@@ -39,8 +42,8 @@ func (x *tier3) upgrade(ctx context.Context, t *testing.T) {
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
-		x.c.KubectlCmd(cctx, "delete", "pod", "--ignore-not-found", "--wait=true", "--timeout=90s",
-			"up-rx", "up-tx", "up-new-rx", "up-new-tx", "up-dra-rx", "up-dra-tx").Run()
+		x.c.KubectlCmd(cctx, "delete", "job", "--ignore-not-found", "--cascade=foreground", "--wait=true", "--timeout=90s", "up-new-rx", "up-new-tx").Run()
+		x.c.KubectlCmd(cctx, "delete", "pod", "--ignore-not-found", "--wait=true", "--timeout=90s", "up-rx", "up-tx", "up-dra-rx", "up-dra-tx").Run()
 		x.c.KubectlCmd(cctx, "delete", "resourceclaim", "--ignore-not-found", "--wait=true", "--timeout=60s", "up-dra").Run()
 		x.draRestore(cctx, t) // the chained install again, with the first image
 	})
@@ -58,9 +61,12 @@ func (x *tier3) upgrade(ctx context.Context, t *testing.T) {
 
 	start := time.Now()
 	x.kubectl(ctx, t, "-n", t3Namespace, "set", "image", t3DaemonSet, "deviceplugin="+t3UpgradeImage, "install-cni="+t3UpgradeImage)
-	x.kubectlIn(ctx, t, perfPod("up-new-rx", "east", "up-new", "--mode=rx", "--verify", "--size=1500", "--duration=8s", "--connect-timeout=2m")+
-		"---\n"+perfPod("up-new-tx", "west", "up-new", "--mode=tx", "--verify", "--size=1500", "--duration=5s", "--connect-timeout=2m")+
-		"---\n"+draLinkClaim("up-dra")+
+	// The device plugin link as Jobs: the kubelet rejects a pod admitted while the agent is away
+	// (see linkJob); the DRA link as bare pods: the kubelet retries their claims until the
+	// driver is back.
+	x.linkJob(ctx, t, perfPod("up-new-rx", "east", "up-new", "--mode=rx", "--verify", "--size=1500", "--duration=8s", "--connect-timeout=2m"))
+	x.linkJob(ctx, t, perfPod("up-new-tx", "west", "up-new", "--mode=tx", "--verify", "--size=1500", "--duration=5s", "--connect-timeout=2m"))
+	x.kubectlIn(ctx, t, draLinkClaim("up-dra")+
 		"---\n"+draPerfPod("up-dra-rx", "up-dra", "east", "--mode=rx", "--verify", "--size=1500", "--duration=8s", "--connect-timeout=2m")+
 		"---\n"+draPerfPod("up-dra-tx", "up-dra", "west", "--mode=tx", "--verify", "--size=1500", "--duration=5s", "--connect-timeout=2m"),
 		"apply", "-f", "-")
@@ -73,10 +79,11 @@ func (x *tier3) upgrade(ctx context.Context, t *testing.T) {
 	x.upgradedAgent(ctx, t, name2)
 	x.logf("upgrade: node agent %s replaced by %s (%s) in %.1fs", name, name2, t3UpgradeImage, rolled.Seconds())
 
-	for _, p := range []string{"up-new-tx", "up-new-rx", "up-dra-tx", "up-dra-rx"} {
+	x.jobDone(ctx, t, "up-new-tx")
+	x.verified(ctx, t, "default", x.jobDone(ctx, t, "up-new-rx"))
+	for _, p := range []string{"up-dra-tx", "up-dra-rx"} {
 		x.podSucceeded(ctx, t, "default", p, 3*time.Minute)
 	}
-	x.verified(ctx, t, "default", "up-new-rx")
 	x.verified(ctx, t, "default", "up-dra-rx")
 	x.logf("upgrade: the device plugin link and the DRA link created during the rollout passed verified traffic")
 
@@ -98,7 +105,8 @@ func (x *tier3) upgrade(ctx context.Context, t *testing.T) {
 	}
 	x.logf("upgrade: the old link passed %.0f verified packets; its counter rose in each of its %d progress seconds (longest stall %ds, rollout %.1fs)",
 		sum["rx_pkts"], seconds, stall, rolled.Seconds())
-	x.kubectl(ctx, t, "delete", "pod", "up-new-rx", "up-new-tx", "up-dra-rx", "up-dra-tx", "up-rx", "up-tx", "--wait=true", "--timeout=2m")
+	x.kubectl(ctx, t, "delete", "job", "up-new-rx", "up-new-tx", "--cascade=foreground", "--wait=true", "--timeout=2m")
+	x.kubectl(ctx, t, "delete", "pod", "up-dra-rx", "up-dra-tx", "up-rx", "up-tx", "--wait=true", "--timeout=2m")
 	x.kubectl(ctx, t, "delete", "resourceclaim", "up-dra", "--wait=true", "--timeout=2m")
 }
 
@@ -142,6 +150,65 @@ func (x *tier3) upgradedAgent(ctx context.Context, t *testing.T, name string) {
 	if _, err := os.Stat(filepath.Join(cluster.CNIBinDir, "memif-cni")); err != nil {
 		t.Errorf("after the upgrade: %v: taken for an uninstall?", err)
 	}
+}
+
+// linkJob runs a memif-perf pod (perfPod's) as a Job. A pod the kubelet admits while the node
+// agent is away (between the old pod's stop and the new one's registration) is rejected with
+// UnexpectedAdmissionError, as with every device plugin (the kubelet marks a disconnected
+// plugin's devices unhealthy and never retries the admission of a bare pod:
+// kubernetes/kubernetes#119248, #109595); a workload controller replaces it.
+func (x *tier3) linkJob(ctx context.Context, t *testing.T, podYAML string) {
+	t.Helper()
+	var p corev1.Pod
+	if err := yaml.UnmarshalStrict([]byte(podYAML), &p); err != nil {
+		t.Fatal(err)
+	}
+	backoff := int32(3)
+	j := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: "default"},
+		Spec: batchv1.JobSpec{BackoffLimit: &backoff, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Annotations: p.Annotations, Labels: p.Labels},
+			Spec:       p.Spec,
+		}},
+	}
+	if _, err := x.cs.BatchV1().Jobs("default").Create(ctx, j, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// jobDone waits for a linkJob to complete and returns its pod that succeeded. Its pods that
+// failed must all be the kubelet's admission rejections.
+func (x *tier3) jobDone(ctx context.Context, t *testing.T, name string) string {
+	t.Helper()
+	var pods *corev1.PodList
+	var done string
+	if err := node.Poll(ctx, 3*time.Minute, "Job "+name+" complete", func() (bool, error) {
+		var err error
+		pods, err = x.cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + name})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodSucceeded {
+				done = p.Name
+			}
+		}
+		return done != "", nil
+	}); err != nil {
+		t.Fatalf("%v: pods %+v", err, pods)
+	}
+	rejected := 0
+	for _, p := range pods.Items {
+		switch {
+		case p.Status.Phase != corev1.PodFailed:
+		case p.Status.Reason == "UnexpectedAdmissionError":
+			rejected++
+		default:
+			t.Errorf("Job %s: pod %s failed: %s %s; logs:\n%s", name, p.Name, p.Status.Reason, p.Status.Message, x.logs(ctx, "default", p.Name))
+		}
+	}
+	x.logf("upgrade: Job %s: pod %s succeeded; %d pod(s) before it rejected at admission while the agent was away", name, done, rejected)
+	return done
 }
 
 // containerIDs are the running containers of pods (namespace default), as the kubelet reports.
