@@ -77,7 +77,10 @@ func (x *tier3) upgrade(ctx context.Context, t *testing.T) {
 		t.Fatalf("the upgrade kept pod %s", name)
 	}
 	x.upgradedAgent(ctx, t, name2)
-	x.logf("upgrade: node agent %s replaced by %s (%s) in %.1fs", name, name2, t3UpgradeImage, rolled.Seconds())
+	x.logf("upgrade: node agent %s replaced by %s (%s) in %.1fs; the kubelet had no memifnet.io/socket plugin for %s, no DRA driver memifnet.io for %s",
+		name, name2, t3UpgradeImage, rolled.Seconds(),
+		x.kubeletGap(t, `"Device plugin disconnected" resource="memifnet.io/socket"`, `"Device plugin connected" resourceName="memifnet.io/socket"`),
+		x.kubeletGap(t, `driverName="memifnet.io" endpoint="/var/lib/kubelet/plugins/memifnet.io/dra.sock" connected=false`, `driverName="memifnet.io" endpoint="/var/lib/kubelet/plugins/memifnet.io/dra.sock" connected=true`))
 
 	x.jobDone(ctx, t, "up-new-tx")
 	x.verified(ctx, t, "default", x.jobDone(ctx, t, "up-new-rx"))
@@ -209,6 +212,36 @@ func (x *tier3) jobDone(ctx context.Context, t *testing.T, name string) string {
 	}
 	x.logf("upgrade: Job %s: pod %s succeeded; %d pod(s) before it rejected at admission while the agent was away", name, done, rejected)
 	return done
+}
+
+// kubeletGap measures, from the kubelet's log, the time from the last line containing down to
+// the first line after it containing up (klog's timestamps, microseconds).
+func (x *tier3) kubeletGap(t *testing.T, down, up string) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(x.c.LogDir(), "kubelet.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from, to time.Time
+	for _, l := range strings.Split(string(b), "\n") {
+		if len(l) < 21 {
+			continue
+		}
+		switch at, err := time.Parse("0102 15:04:05.000000", l[1:21]); {
+		case err != nil:
+		case strings.Contains(l, down):
+			from, to = at, time.Time{}
+		case strings.Contains(l, up) && !from.IsZero() && to.IsZero():
+			to = at
+		}
+	}
+	if from.IsZero() || to.IsZero() {
+		t.Fatalf("kubelet log: no %q followed by %q", down, up)
+	}
+	if to.Before(from) { // past midnight
+		to = to.Add(24 * time.Hour)
+	}
+	return to.Sub(from).Round(time.Millisecond)
 }
 
 // containerIDs are the running containers of pods (namespace default), as the kubelet reports.
