@@ -247,7 +247,7 @@ func (i *Interface) attach(c *connection) error {
 		q.ringName = fmt.Sprintf("%s ring %d", rxName, k)
 		switch {
 		case q.zc != nil:
-			q.rearmZC(0) // nothing consumed yet: arm the whole ring
+			q.adoptArmedZC(&c.armed[k])
 		case client:
 			// Armed when the connection's memory was made, before CONNECT (newClientConnection),
 			// so that a server may send as soon as its link is up; it may have filled slots
