@@ -225,7 +225,7 @@ run_tput() {
     [ "$v" = NA ] && st="no-samples"
     if [ "$ver" = 1 ] && ! grep -q ' verify_errors=0' "$TMP/$rtag.out"; then st="verify-errors"; v=NA; fi
   else v=NA; fi
-  printf 'tput,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$round" "$c" "$dir" "$pair" "$pkt" "$v" "$ld" "$st" "$rcpu" "$scpu" >>"$CSV"
+  printf 'tput,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,NA\n' "$round" "$c" "$dir" "$pair" "$pkt" "$v" "$ld" "$st" "$rcpu" "$scpu" >>"$CSV"
   printf 'bench: round %s %-6s %s %-4s %8s Mpps  (load1 %s, cpu rx %s tx %s) %s\n' "$round" "$c" "$dir" "$pair" "$v" "$ld" "$rcpu" "$scpu" "$st" >&2
   if [ "$st" != ok ]; then
     echo "bench:   --- $tag failed; last lines of each side:" >&2
@@ -252,7 +252,7 @@ run_lat() {
   for q in p50 p99 p999; do
     v=NA
     [ "$st" = ok ] && v=$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n "s/^rtt_${q}_us=//p")
-    printf '%s,%s,lat,c2s,%s,64,%s,%s,%s,NA,NA\n' "$q" "$round" "$pair" "${v:-NA}" "$ld" "$st" >>"$CSV"
+    printf '%s,%s,lat,c2s,%s,64,%s,%s,%s,NA,NA,NA\n' "$q" "$round" "$pair" "${v:-NA}" "$ld" "$st" >>"$CSV"
   done
   printf 'bench: round %s lat %s  %s (load1 %s) %s\n' "$round" "$pair" "${line#*rtt_}" "$ld" "$st" >&2
 }
@@ -290,7 +290,7 @@ plan() {
 }
 
 mkdir -p "$(dirname "$OUT")"
-echo "kind,round,case,dir,pair,pkt,value,load1,status,rx_cpu,tx_cpu" >"$CSV"
+echo "kind,round,case,dir,pair,pkt,value,load1,status,rx_cpu,tx_cpu,gen_txfull" >"$CSV"
 CMD="REPS=$REPS DUR=$DUR LDUR=$LDUR QUICK=$QUICK CASES=\"$CASES\" DIRS=\"$DIRS\" CHAIN_DIRS=\"$CHAIN_DIRS\" ZC_DIRS=\"$ZC_DIRS\" hack/bench.sh"
 LOAD_BEFORE=$(cat /proc/loadavg)
 T0=$(date +%s)

@@ -40,6 +40,8 @@ func run() error {
 	flag.StringVar(&opts.CDIDir, "cdi-dir", "", "write CDI specs here (e.g. /var/run/cdi) and answer Allocate with CDI devices instead of mounts")
 	flag.StringVar(&opts.HTTPAddr, "http-address", ":9102", "address for /metrics, /healthz and /readyz; empty disables")
 	flag.StringVar(&opts.NodeName, "node-name", os.Getenv("NODE_NAME"), "the node's name, for the DRA driver's ResourceSlices (config dra.enabled; default $NODE_NAME)")
+	flag.StringVar(&opts.DaemonSet, "daemonset", "", "the agent's DaemonSet, namespace/name: clean the node when it is deleted (an uninstall); empty: never clean")
+	flag.StringVar(&opts.CNIBinDir, "cni-bin-dir", "", "the node's CNI bin dir: an uninstall with no memif pod left removes memif-cni's binaries from it; empty: they stay")
 	flag.DurationVar(&opts.ReclaimInterval, "reclaim-interval", 0, "how often to ask PodResources which devices are free (default 5s)")
 	flag.TextVar(&logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	flag.StringVar(&logFormat, "log-format", "json", "json or text")

@@ -60,10 +60,11 @@ start_gen() {
 }
 
 # run_fwd ROUND CASE(fwd64|fwd1500) PAIR(FD|FDe|FG|F0): one run; appends a CSV line (rx_cpu =
-# the generator's CPU share, tx_cpu = the forwarder's).
+# the generator's CPU share, tx_cpu = the forwarder's, gen_txfull = the share of the generator's
+# turns that found its transmit ring full, in %).
 run_fwd() {
   local round=$1 c=$2 pair=$3 pkt=${2#fwd} impl fimpl=G tag ld v st=ok fpid="" gpid i
-  local ta="" g0=0 f0=0 gcpu=NA fcpu=NA t_start now
+  local ta="" g0=0 f0=0 gcpu=NA fcpu=NA t_start now full
   impl=${pair%e}
   [ "$impl" = FD ] && fimpl=D  # side_ticks: testpmd is the child of the script
   tag="r$round-$c-$pair"; ld=$(load1)
@@ -87,10 +88,13 @@ run_fwd() {
     stop_pid "$gpid"; forget "$gpid"
   fi
   if [ -n "$fpid" ]; then stop_pid "$fpid"; forget "$fpid"; fi
+  full=NA
   if [ "$st" = ok ]; then
     v=$(go_rate "$TMP/$tag.gen.err"); [ "$v" = NA ] && st="no-samples"
+    # The generator's turns whose transmit ring took nothing: how often it waited for the forwarder.
+    full=$(sed -n 's/.*tx_full=[0-9]* (\([0-9.]*\) %).*/\1/p' "$TMP/$tag.gen.err" | tail -n 1)
   else v=NA; fi
-  printf 'fwd,%s,%s,-,%s,%s,%s,%s,%s,%s,%s\n' "$round" "$c" "$pair" "$pkt" "$v" "$ld" "$st" "$gcpu" "$fcpu" >>"$CSV"
+  printf 'fwd,%s,%s,-,%s,%s,%s,%s,%s,%s,%s,%s\n' "$round" "$c" "$pair" "$pkt" "$v" "$ld" "$st" "$gcpu" "$fcpu" "${full:-NA}" >>"$CSV"
   printf 'bench: round %s %-7s %-4s %8s Mpps  (load1 %s, cpu generator %s forwarder %s) %s\n' "$round" "$c" "$pair" "$v" "$ld" "$gcpu" "$fcpu" "$st" >&2
   if [ "$st" != ok ]; then
     echo "bench:   --- $tag failed; last lines:" >&2
@@ -116,7 +120,7 @@ run_clping() {
   for q in p50 p99; do
     v=$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n "s/^rtt_${q}_ns=//p")
     [ -n "$v" ] && v=$(awk -v n="$v" 'BEGIN{printf "%.3f", n / 1000}')
-    printf '%s,%s,lat,c2s,CL,64,%s,%s,%s,NA,NA\n' "$q" "$round" "${v:-NA}" "$ld" "$([ -n "$v" ] && echo ok || echo no-result)" >>"$CSV"
+    printf '%s,%s,lat,c2s,CL,64,%s,%s,%s,NA,NA,NA\n' "$q" "$round" "${v:-NA}" "$ld" "$([ -n "$v" ] && echo ok || echo no-result)" >>"$CSV"
   done
   printf 'bench: round %s cache-line ping-pong %s (load1 %s)\n' "$round" "$line" "$ld" >&2
 }

@@ -3,7 +3,8 @@
 # the end of the block), through memif-perf --mode fwd (FG) and with no forwarder (F0); ratios are
 # per round: FG over the mean of FD and FDe (a round whose two differ by more than 25 % straddled
 # one of the VM's speed steps and is left out), FG and FD over F0 (how close each comes to the
-# generator's own ceiling).
+# generator's own ceiling). The generator's turns that found its transmit ring full say how often
+# it waited for the forwarder (rarely: the generator is the bottleneck; mostly: the forwarder).
 BEGIN { FS = "," }
 NR == 1 || $1 != "fwd" { next }
 function median(a, n,    i, j, t, b) {
@@ -22,6 +23,7 @@ function fmt(a, n) { return (n > 0) ? sprintf("**%.2f** (%.2f-%.2f)", median(a, 
   if ($7 != "NA") { n[c, p]++; v[c, p, n[c, p]] = $7 + 0; byr[c, p, r] = $7 + 0 }
   if ($10 != "NA" && $10 != "") { nu[c, p]++; gc[c, p, nu[c, p]] = $10 + 0 }
   if ($11 != "NA" && $11 != "") { nf[c, p]++; fc[c, p, nf[c, p]] = $11 + 0 }
+  if (NF >= 12 && $12 != "NA" && $12 != "") { nq[c, p]++; fq[c, p, nq[c, p]] = $12 + 0 }
   rounds[r] = 1
 }
 # ratio(c, num, den, den2): median (min-max) over rounds of num / den (the mean of den and den2 if
@@ -48,8 +50,8 @@ END {
   print ""
   print "Forwarding: generator (memif-perf txrx, two zero-copy client ports) on CPU 0, forwarder (two memif server ports) alone on CPU 1; Mpps = what comes back to the generator:"
   print ""
-  print "| size | forwarder | median Mpps (min-max) | same round: / testpmd | same round: / no forwarder | CPU share generator / forwarder | runs ok |"
-  print "|---|---|---|---|---|---|---|"
+  print "| size | forwarder | median Mpps (min-max) | same round: / testpmd | same round: / no forwarder | CPU share generator / forwarder | generator turns with its Tx ring full | runs ok |"
+  print "|---|---|---|---|---|---|---|---|"
   split("FD F0 FG FDe", rows, " ")
   for (k = 1; k <= nc; k++) {
     c = cases[k]
@@ -65,7 +67,10 @@ END {
       for (j = 1; j <= mg; j++) g[j] = gc[c, p, j]
       for (j = 1; j <= mf; j++) f[j] = fc[c, p, j]
       cpu = sprintf("%s / %s", mg ? sprintf("%.2f", median(g, mg)) : "NA", mf ? sprintf("%.2f", median(f, mf)) : "-")
-      printf "| %d B | %s | %s | %s | %s | %s | %d/%d |\n", pkt[c], name, fmt(a, m), r1, r2, cpu, m, total[c, p]
+      delete q; mq = nq[c, p] + 0
+      for (j = 1; j <= mq; j++) q[j] = fq[c, p, j]
+      full = mq ? sprintf("%.1f %% (%.1f-%.1f)", median(q, mq), minof(q, mq), maxof(q, mq)) : "NA"
+      printf "| %d B | %s | %s | %s | %s | %s | %s | %d/%d |\n", pkt[c], name, fmt(a, m), r1, r2, cpu, full, m, total[c, p]
     }
   }
 }

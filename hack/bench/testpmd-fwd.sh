@@ -6,16 +6,19 @@
 # Usage (root; dpdk-testpmd from Debian's dpdk-dev, hugepages):
 #   hack/bench/testpmd-fwd.sh --socket1 NAME --socket2 NAME [--role server|client] [--id N]
 #       [--core C] [--bsize N] [--rsize LOG2] [--zero-copy yes|no] [--mbufs N] [--log FILE]
+#       [--burst-stats]
 # Sockets are abstract (DPDK's default; pass the name without the @). Both ports get the same
 # role and id. With role server it prints "testpmd-fwd: listening" once both ports are started
 # (a DPDK server refuses clients with "ID not found" before that), and "testpmd-fwd: connected"
 # once both links are up. It runs until SIGTERM or SIGINT, then stops testpmd (SIGINT: its clean
 # shutdown; KILL after 10 s) and prints testpmd's status as the last line:
 #   testpmd_status=N
+# --burst-stats records testpmd's Rx burst sizes (--record-burst-stats: the share of empty
+# polls, printed with the forwarding stats at exit; keep the log with --log to read them).
 # Like hack/bench.sh it keeps nothing on disk: EAL --in-memory and a unique --file-prefix.
 set -u
 
-ROLE=server ID=0 CORE=1 BSIZE=2048 RSIZE=10 ZC=no MBUFS=16384 LOG="" S1="" S2=""
+ROLE=server ID=0 CORE=1 BSIZE=2048 RSIZE=10 ZC=no MBUFS=16384 LOG="" S1="" S2="" BSTATS=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --socket1) S1=$2; shift 2;;
@@ -28,6 +31,7 @@ while [ $# -gt 0 ]; do
     --zero-copy) ZC=$2; shift 2;;
     --mbufs) MBUFS=$2; shift 2;;
     --log) LOG=$2; shift 2;;
+    --burst-stats) BSTATS=1; shift;;
     *) echo "testpmd-fwd: unknown option $1" >&2; exit 2;;
   esac
 done
@@ -50,6 +54,7 @@ EAL=(--lcores "(0,1)@$CORE" --file-prefix "$PREFIX" --no-pci --no-telemetry --in
 # packets (see pkg/memif/internal/dpdkpeer).
 PMD=(--forward-mode=io --port-topology=paired --auto-start --stats-period 1 --no-flush-rx
      --nb-cores=1 --rxq=1 --txq=1 --total-num-mbufs="$MBUFS")
+[ "$BSTATS" = 1 ] && PMD+=(--record-burst-stats)
 
 listening() {  # both abstract SOCK_SEQPACKET listeners are bound
   awk -v a="@$S1" -v b="@$S2" '$4=="00010000" && $5=="0005" { if ($8==a) fa=1; if ($8==b) fb=1 } END{exit !(fa && fb)}' /proc/net/unix

@@ -36,6 +36,9 @@ const (
 	LinksSubdir = "links"
 	// StoreSubdir holds the CNI plugin's records: <state>/state/.
 	StoreSubdir = "state"
+	// HostPortsSubdir holds the host side of every host port, for the node's data plane:
+	// <state>/state/host-ports/<slot>.* (memif-cni's and the DRA driver's; slot names differ).
+	HostPortsSubdir = "host-ports"
 	// PoolsSubdir holds each pool's hugetlbfs mount: <state>/pools/<pool>/<unit>.
 	PoolsSubdir = "pools"
 	// DRASubdir holds the DRA driver's checkpoint and link directories: <state>/dra/.
@@ -94,6 +97,29 @@ const (
 	// EnvDir overrides ContainerDir for the library (tests, or a pod that mounts slots elsewhere).
 	EnvDir = "MEMIFNET_DIR"
 )
+
+// The sources the agent and memif-cni give their mounts: they show in /proc/self/mountinfo and
+// are how an uninstall or a cluster teardown tells memifnet's mounts from anything else there.
+const (
+	// SlotMountSource marks a socket slot's tmpfs (device plugin and DRA slots).
+	SlotMountSource = "memifnet-slot"
+	// LinkMountSource marks a link directory's tmpfs.
+	LinkMountSource = "memifnet-link"
+	// PoolMountSourcePrefix, followed by the pool's name, marks a hugepage pool's hugetlbfs.
+	PoolMountSourcePrefix = "memifnet-"
+)
+
+// IsMemifnetMount says whether a mount of fstype with source is one memifnet makes.
+func IsMemifnetMount(fstype, source string) bool {
+	switch fstype {
+	case "tmpfs":
+		return source == SlotMountSource || source == LinkMountSource
+	case "hugetlbfs":
+		// Spelled out rather than strings.HasPrefix: this package imports nothing.
+		return len(source) > len(PoolMountSourcePrefix) && source[:len(PoolMountSourcePrefix)] == PoolMountSourcePrefix
+	}
+	return false
+}
 
 // PodInfoHelper is the binary memif-cni runs, from its own directory, to read a pod's annotations
 // from the kubelet or the API server when the runtime passes none.

@@ -145,6 +145,9 @@ func (i *Interface) clientHandshake(ctl *socket.Conn) (_ *connection, err error)
 	}()
 	c.ctl = ctl
 	c.peerApp = hello.Name
+	if pool != nil {
+		c.armZC(i.rx[:numM2S])
+	}
 	if err := c.announce(cfg, log2); err != nil {
 		return nil, err
 	}
@@ -311,6 +314,11 @@ func newClientConnection(cfg Config, numS2M, numM2S int, log2 uint8, pool *alloc
 		} else {
 			// We receive on M2S rings and poll them: ask the server not to signal.
 			r.StoreFlags(ring.FlagMaskInt)
+			if pool == nil {
+				// Armed before CONNECT: the server's link is up once it has CONNECT, and it may
+				// send before we have read CONNECTED (attach takes the ring over as it is).
+				r.StoreHead(uint16(slots))
+			}
 			c.m2s = append(c.m2s, ri)
 		}
 	}

@@ -589,6 +589,54 @@ func TestHostileServerMessages(t *testing.T) {
 	}
 }
 
+// rawServerUntilConnect accepts one client on ln and answers its handshake up to and including
+// CONNECT, which it leaves unanswered: the client's region is mapped (closed with the test) and
+// its rings are 0 = S2M, 1 = M2S.
+func rawServerUntilConnect(t *testing.T, ln *socket.Listener) (*rawPeer, *alloc.Region, [2]ring.Ring) {
+	t.Helper()
+	p, regs, rings := rawServerRegionsUntilConnect(t, ln)
+	return p, regs[0], rings
+}
+
+// rawServerRegionsUntilConnect is rawServerUntilConnect for a client announcing any number of
+// regions (a zero-copy client's pool is region 1); the rings are in region 0.
+func rawServerRegionsUntilConnect(t *testing.T, ln *socket.Listener) (*rawPeer, []*alloc.Region, [2]ring.Ring) {
+	t.Helper()
+	p := acceptRaw(t, ln, goodHello)
+	p.expect(socket.TypeInit)
+	p.send(socket.Ack{}, -1)
+	var regs []*alloc.Region
+	var rings [2]ring.Ring
+	for {
+		_ = p.ctl.SetDeadline(time.Now().Add(10 * time.Second))
+		m, fd, err := p.ctl.Recv()
+		if err != nil {
+			t.Fatalf("waiting for CONNECT: %v", err)
+		}
+		switch m := m.(type) {
+		case socket.AddRegion:
+			reg, err := alloc.MapRegion(fd, m.Size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { reg.Close() })
+			regs = append(regs, reg)
+		case socket.AddRing:
+			unix.Close(fd)
+			r, err := ring.New(regs[0].Mem[m.Offset:], m.Log2RingSize, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rings[1-m.Flags&1] = r
+		case socket.Connect:
+			return p, regs, rings
+		default:
+			t.Fatalf("got %#v before CONNECT", m)
+		}
+		p.send(socket.Ack{}, -1)
+	}
+}
+
 // TestHostileServerDescriptors: a raw server fills the client's receive ring with bad descriptors
 // and lies about its tail.
 func TestHostileServerDescriptors(t *testing.T) {
@@ -599,36 +647,7 @@ func TestHostileServerDescriptors(t *testing.T) {
 	}
 	defer ln.Close()
 	cli := open(t, memif.Config{Role: memif.RoleClient, Socket: addr, RingSize: 16, BufferSize: 256})
-	p := acceptRaw(t, ln, goodHello)
-	p.expect(socket.TypeInit)
-	p.send(socket.Ack{}, -1)
-	_ = p.ctl.SetDeadline(time.Now().Add(10 * time.Second))
-	m, fd, err := p.ctl.Recv()
-	if err != nil || fd < 0 {
-		t.Fatalf("ADD_REGION: %v %d", err, fd)
-	}
-	reg, err := alloc.MapRegion(fd, m.(socket.AddRegion).Size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	p.send(socket.Ack{}, -1)
-	var rings [2]ring.Ring
-	for range 2 {
-		m, fd, err := p.ctl.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		unix.Close(fd)
-		ar := m.(socket.AddRing)
-		r, err := ring.New(reg.Mem[ar.Offset:], ar.Log2RingSize, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rings[1-ar.Flags&1] = r
-		p.send(socket.Ack{}, -1)
-	}
-	p.expect(socket.TypeConnect)
+	p, reg, rings := rawServerUntilConnect(t, ln)
 	p.send(socket.Connected{Name: "raw"}, -1)
 	if err := waitUp(t, cli); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -190,7 +191,9 @@ func (x *tier3) dra(ctx context.Context, t *testing.T) {
 		t.Fatalf("device types %v", kinds)
 	}
 	x.logf("dra: ResourceSlices publish %d socket and %d hugepage devices on %s", kinds["socket"], kinds["hugepage"], cluster.NodeName)
-	x.draAttacks(ctx, t) // the agent's token, played by a compromised node (tier3_dra_attack_test.go)
+	x.draNUMA(ctx, t, devs)  // one claim across memifnet.io and a NIC driver (tier3_dra_netconv_test.go)
+	x.draNetworkData(ctx, t) // networkData with static addresses (tier3_dra_netconv_test.go)
+	x.draAttacks(ctx, t)     // the agent's token, played by a compromised node (tier3_dra_attack_test.go)
 
 	// Two links at once: the example and a second claim whose pods run until stopped.
 	x.kubectl(ctx, t, "apply", "-f", "manifests/examples/dra-link.yaml")
@@ -318,8 +321,12 @@ func (x *tier3) preparedClaim(ctx context.Context, t *testing.T, name string) *r
 	return c
 }
 
+// macRE is a MAC as Go's net.HardwareAddr prints it.
+var macRE = regexp.MustCompile(`^[0-9a-f]{2}(:[0-9a-f]{2}){5}$`)
+
 // draPorts checks a prepared link claim's status: one device entry per end, reporting its
-// port's name (the request's), role (east serves) and socket in the container.
+// port's name (the request's), role (east serves) and socket in the container, and the standard
+// networkData (the port's name as the interface, its MAC).
 func (x *tier3) draPorts(t *testing.T, c *resourcev1.ResourceClaim) {
 	t.Helper()
 	roles := map[string]string{}
@@ -334,6 +341,9 @@ func (x *tier3) draPorts(t *testing.T, c *resourcev1.ResourceClaim) {
 		if want := "/run/memifnet/" + d.Device + "/link/memif.sock"; p.Socket != want {
 			t.Errorf("claim %s: device %s socket %q, want %q", c.Name, d.Device, p.Socket, want)
 		}
+		if nd := d.NetworkData; nd == nil || nd.InterfaceName != p.Port || !macRE.MatchString(nd.HardwareAddress) {
+			t.Errorf("claim %s: device %s networkData %+v, want interface %q and a MAC", c.Name, d.Device, nd, p.Port)
+		}
 		roles[p.Port] = p.Role
 	}
 	if roles["east"] != "server" || roles["west"] != "client" || len(roles) != 2 {
@@ -342,7 +352,7 @@ func (x *tier3) draPorts(t *testing.T, c *resourcev1.ResourceClaim) {
 }
 
 // draLeftovers lists what the DRA driver still holds for deleted claims: checkpoint entries, CDI
-// specs, link mounts, and anything in the given slots.
+// specs, link mounts, and anything in the given slots or of their host sides.
 func (x *tier3) draLeftovers(t *testing.T, slots []string) []string {
 	var left []string
 	for uid := range draCheckpoint(t) {
@@ -360,6 +370,10 @@ func (x *tier3) draLeftovers(t *testing.T, slots []string) []string {
 		left = append(left, "mount "+m)
 	}
 	for _, s := range slots {
+		host, _ := filepath.Glob(filepath.Join(t3StateDir, names.StoreSubdir, names.HostPortsSubdir, s+".*"))
+		for _, f := range host {
+			left = append(left, "file "+f)
+		}
 		ents, err := os.ReadDir(filepath.Join(t3StateDir, names.SocketsSubdir, s))
 		if err != nil {
 			left = append(left, fmt.Sprintf("slot %s: %v", s, err))
@@ -493,7 +507,8 @@ func (x *tier3) draHostPort(ctx context.Context, t *testing.T, devs []resourcev1
 	x.logf("dra: %s got claim %s: slot %s and unit %s on NUMA node %s; status %+v",
 		pod, name, slot, unit, attr(slot, "numaNode"), st)
 
-	// The host data plane, from the claim status and the slot's port.json.
+	// The host data plane, from the host side's files the agent wrote (the pod's end checked in
+	// its port.json).
 	b, err := os.ReadFile(filepath.Join(filepath.Dir(st.HostSocket), names.PortFile))
 	if err != nil {
 		t.Fatal(err)
@@ -505,11 +520,18 @@ func (x *tier3) draHostPort(ctx context.Context, t *testing.T, devs []resourcev1
 	if spec.Name != "vswitch" || spec.Role != "client" || spec.Queues != 2 || spec.Mode != portspec.ModeEthernet {
 		t.Fatalf("port.json of %s: %s; want port vswitch, client, 2 queues (the template's), ethernet", slot, b)
 	}
-	args := []string{"--role", "server", "--socket", st.HostSocket, "--id", fmt.Sprint(spec.ID), "--queues", fmt.Sprint(spec.Queues),
-		"--ring-size", fmt.Sprint(spec.RingSize), "--buffer-size", fmt.Sprint(spec.BufferSize),
+	// The host side, from the agent's own files (state/host-ports/<slot>.*), as for a
+	// device-plugin host port: the opposite role, the node's socket path, the pod it serves.
+	hp := draHostSide(t, slot)
+	if hp["MEMIF_ROLE"] != "server" || hp["MEMIF_SOCKET"] != st.HostSocket || hp["MEMIF_POD"] != "default/"+pod ||
+		hp["MEMIF_ID"] != fmt.Sprint(spec.ID) || hp["MEMIF_QUEUES"] != "2" || hp["MEMIF_DPDK_DEVICE"] == "" || hp["MEMIF_VPP_INTERFACE"] == "" {
+		t.Fatalf("host side of %s: %v; want the server on %s for pod default/%s, id %d, 2 queues, with DPDK and VPP files", slot, hp, st.HostSocket, pod, spec.ID)
+	}
+	args := []string{"--role", hp["MEMIF_ROLE"], "--socket", hp["MEMIF_SOCKET"], "--id", hp["MEMIF_ID"], "--queues", hp["MEMIF_QUEUES"],
+		"--ring-size", hp["MEMIF_RING_SIZE"], "--buffer-size", hp["MEMIF_BUFFER_SIZE"],
 		"--mode", "txrx", "--verify", "--size", "1500", "--duration", "10s", "--connect-timeout", "2m"}
-	if spec.Secret != "" {
-		args = append(args, "--secret", spec.Secret)
+	if hp["MEMIF_SECRET"] != "" {
+		args = append(args, "--secret", hp["MEMIF_SECRET"])
 	}
 	var out bytes.Buffer
 	perf := x.hostPerf(ctx, args...)
@@ -565,4 +587,37 @@ func (x *tier3) draHostPort(ctx context.Context, t *testing.T, devs []resourcev1
 		t.Fatalf("%v: left behind:\n  %s", err, strings.Join(left, "\n  "))
 	}
 	x.logf("dra: examples/dra-host-port.yaml deleted: claim %s gone, slot %s scrubbed, nothing prepared (%.1f s)", name, slot, time.Since(start).Seconds())
+}
+
+// draHostSide reads the host side's files of a DRA host port: <slot>.env as KEY=value (values
+// bare or in single quotes, as peerconf writes them), after checking that its dpdk.args and
+// vpp.cli are there too, mode 0600 as the secret needs.
+func draHostSide(t *testing.T, slot string) map[string]string {
+	t.Helper()
+	base := filepath.Join(t3StateDir, names.StoreSubdir, names.HostPortsSubdir, slot)
+	for _, f := range []string{base + "." + names.DPDKArgsFile, base + "." + names.VPPFile, base + names.HostEnvSuffix} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatalf("host side of DRA host port %s: %v", slot, err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", f, fi.Mode().Perm())
+		}
+	}
+	b, err := os.ReadFile(base + names.HostEnvSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || strings.HasPrefix(l, "#") {
+			continue
+		}
+		if len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'' {
+			v = strings.ReplaceAll(v[1:len(v)-1], `'\''`, "'")
+		}
+		out[k] = v
+	}
+	return out
 }

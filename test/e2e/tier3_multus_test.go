@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -98,4 +99,45 @@ func (x *tier3) multusLeastPrivilege(ctx context.Context, t *testing.T) {
 	if _, err := nodeCS.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("the node's credentials list every pod: %v; want forbidden", err)
 	}
+}
+
+// multusDeviceInfo: Multus publishes the NPWG device-info memif-cni writes for each port in the
+// pod's network-status (device-info spec 1.1.0 section 6). Its memif role says who creates the
+// socket file: memif-multus-rx serves the link (its annotation says so), so its app creates the
+// socket, "master"; memif-multus-tx connects to it, "slave". The path is the link's socket in
+// the pod's slot.
+func (x *tier3) multusDeviceInfo(ctx context.Context, t *testing.T) {
+	for pod, role := range map[string]string{"memif-multus-rx": "master", "memif-multus-tx": "slave"} {
+		p, err := x.cs.CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := p.Annotations["k8s.v1.cni.cncf.io/network-status"]
+		var status []struct {
+			Name       string `json:"name"`
+			DeviceInfo *struct {
+				Type, Version string
+				Memif         *struct{ Role, Path, Mode string } `json:"memif"`
+			} `json:"device-info"`
+		}
+		if err := json.Unmarshal([]byte(raw), &status); err != nil {
+			t.Fatalf("%s: network-status %q: %v", pod, raw, err)
+		}
+		found := false
+		for _, s := range status {
+			if s.Name != t3Namespace+"/memif" {
+				continue
+			}
+			found = true
+			di := s.DeviceInfo
+			if di == nil || di.Type != "memif" || di.Version != "1.1.0" || di.Memif == nil || di.Memif.Role != role ||
+				di.Memif.Mode != "ethernet" || !strings.HasPrefix(di.Memif.Path, "/run/memifnet/slot-") || !strings.HasSuffix(di.Memif.Path, "/link/memif.sock") {
+				t.Errorf("%s: network-status %s; want device-info type memif 1.1.0, role %s, mode ethernet, the link's socket in the slot", pod, raw, role)
+			}
+		}
+		if !found {
+			t.Errorf("%s: network-status %s has no %s/memif entry", pod, raw, t3Namespace)
+		}
+	}
+	x.logf("multus: network-status device-info: memif-multus-rx (server) role master, memif-multus-tx (client) role slave")
 }

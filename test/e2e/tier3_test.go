@@ -41,6 +41,8 @@ type tier3 struct {
 	cs   *kubernetes.Clientset
 	repo string
 	logf func(string, ...any)
+	// installed is the host before the Install step, for the Uninstall step.
+	installed cluster.Snapshot
 }
 
 // Tier 3: a real one-node cluster (API server, etcd, scheduler, controller-manager, kubelet,
@@ -207,6 +209,7 @@ func conflistTypes(t *testing.T) []string {
 // its sidecar chains memif-cni into the node's conflist; the node offers the socket slots and the
 // hugepage pool.
 func (x *tier3) install(ctx context.Context, t *testing.T) {
+	x.installed = x.snapshot(t)
 	x.logf("install: %s", strings.TrimSpace(x.kubectl(ctx, t, "apply", "-k", "manifests/")))
 	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
 	x.logf("install: DaemonSet rolled out")
@@ -253,6 +256,7 @@ func (x *tier3) rbac(ctx context.Context, t *testing.T) {
 		}
 	}
 	x.logf("rbac: memifnet-system/memifnet may nothing beyond self-reviews and discovery")
+	x.ownDaemonSetRBAC(ctx, t)
 }
 
 // podSucceeded waits for a pod to end: Succeeded passes, Failed (or the timeout) fails.
@@ -642,32 +646,6 @@ func agentPIDs(t *testing.T) []int {
 	return pids
 }
 
-// uninstall: `kubectl delete -k manifests/` takes memif-cni back out of the node's conflist;
-// no pod's attachment is left (docs/install.md says what stays until the node is cleaned).
-func (x *tier3) uninstall(ctx context.Context, t *testing.T) {
-	x.kubectl(ctx, t, "delete", "-k", "manifests/", "--wait=true")
-	if err := node.Poll(ctx, 90*time.Second, "node agent gone", func() (bool, error) {
-		pods, err := x.cs.CoreV1().Pods(t3Namespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		return len(pods.Items) == 0, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if types := conflistTypes(t); !slices.Equal(types, []string{"bridge"}) {
-		t.Fatalf("after kubectl delete -k manifests/ the conflist chains %q, want only bridge", types)
-	}
-	x.noLeftovers(ctx, t, "after kubectl delete -k manifests/")
-	// As docs/install.md says: the binaries stay, so that DELs of pods still running work.
-	for _, b := range []string{"memif-cni", "memif-cni-podinfo"} {
-		if _, err := os.Stat(filepath.Join(cluster.CNIBinDir, b)); err != nil {
-			t.Errorf("after kubectl delete -k manifests/: %v (docs/install.md says the binaries stay)", err)
-		}
-	}
-	x.logf("uninstall: memif-cni is out of %s; nothing of any pod is left", cluster.Conflist)
-}
-
 // multus: with the Multus thin plugin on the node and the NAD CRD, `kubectl apply -k
 // manifests/overlays/multus` installs memif-cni as a NetworkAttachmentDefinition; pods attach
 // through it and pass verified traffic. Multus does not pass pod annotations to its delegates, so
@@ -684,6 +662,7 @@ func (x *tier3) multus(ctx context.Context, t *testing.T) {
 		}
 	})
 	x.logf("multus: thin plugin installed (%s), NetworkAttachmentDefinition CRD established", cluster.MultusConf)
+	before := x.snapshot(t)
 	x.kubectl(ctx, t, "apply", "-k", "manifests/overlays/multus/")
 	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
 	x.webhookReady(ctx, t) // the overlay includes base: the webhook is back, and must answer
@@ -705,6 +684,7 @@ func (x *tier3) multus(ctx context.Context, t *testing.T) {
 		}
 	}
 	x.logf("multus: both pods attached memifnet-system/memif through Multus (network-status)")
+	x.multusDeviceInfo(ctx, t) // the NPWG device-info of each port, roles as the spec means them
 	// Multus passes no pod annotations to memif-cni (and the kubelet's Pods API refuses
 	// anonymous clients here): memif-cni read each pod from the API server as the node, which
 	// the audit log shows (its User-Agent tells it from the kubelet's own reads).
@@ -718,6 +698,7 @@ func (x *tier3) multus(ctx context.Context, t *testing.T) {
 	x.kubectl(ctx, t, "delete", "-f", "manifests/examples/multus-pod.yaml", "--wait=true")
 	x.noLeftovers(ctx, t, "after the Multus pods")
 	x.kubectl(ctx, t, "delete", "-k", "manifests/overlays/multus/", "--wait=true")
+	x.nodeAsBefore(ctx, t, before, "after kubectl delete -k manifests/overlays/multus/")
 }
 
 // audited reports whether the API server's audit log holds a successful request of user (with

@@ -12,12 +12,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/internal/tmpfs"
 )
-
-// MountSource marks link mounts in /proc/self/mountinfo.
-const MountSource = "memifnet-link"
 
 // DefaultLimits hold a link's socket and nothing much else: the directory is the pod's to write.
 // memif-cni's linkLimits and the device plugin's dra.linkLimits take them for unset fields.
@@ -59,7 +57,7 @@ func (d Dirs) Make(ns, name string) (safefs.Identity, error) {
 	if _, err := nsd.Mkdir(name, 0o755); err != nil {
 		return safefs.Identity{}, err
 	}
-	return nsd.MountTmpfs(name, safefs.TmpfsOptions{Source: MountSource, Limits: d.Limits, Mode: 0o777})
+	return nsd.MountTmpfs(name, safefs.TmpfsOptions{Source: names.LinkMountSource, Limits: d.Limits, Mode: 0o777})
 }
 
 // Check says whether the link's tmpfs is still the one Make mounted.

@@ -355,6 +355,9 @@ func (c *Cluster) Down() error {
 		errs = append(errs, err)
 	}
 	removeKubeCgroups()
+	if err := unmountAgentMounts(names.StateDir); err != nil {
+		errs = append(errs, err)
+	}
 	for i := len(c.state.Changes) - 1; i >= 0; i-- {
 		ch := c.state.Changes[i]
 		if err := ch.undo(); err != nil {

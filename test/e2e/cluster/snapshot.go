@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 )
 
@@ -22,8 +23,11 @@ type Snapshot struct {
 	Links     []string
 	Iptables  []string // rules and chains of every table, IPv4 and IPv6, without counters
 	Hugepages string
-	Paths     []string // host paths that exist (of hostPaths and the CNI files)
-	Processes []string // "<pid> <argv0>" of cluster programs
+	// HugepagesFree is HugePages_Free, the machine's: other users of hugepages change it, so
+	// Diff leaves it out (the tier-3 Uninstall step compares it, waiting).
+	HugepagesFree int
+	Paths         []string // host paths that exist (of hostPaths, the CNI files, the state dir's tree)
+	Processes     []string // "<pid> <argv0>" of cluster programs
 }
 
 // programs whose processes must not outlive the cluster.
@@ -65,6 +69,13 @@ func TakeSnapshot() (Snapshot, error) {
 	}
 	b, _ := os.ReadFile("/proc/sys/vm/nr_hugepages")
 	s.Hugepages = strings.TrimSpace(string(b))
+	s.HugepagesFree = hugepagesFree()
+	_ = filepath.WalkDir(names.StateDir, func(p string, _ os.DirEntry, err error) error {
+		if err == nil && p != names.StateDir {
+			s.Paths = append(s.Paths, p) // the agent's tree; WalkDir follows no symlink
+		}
+		return nil
+	})
 	for _, p := range append(append([]string{}, hostPaths...), CNIBinDir, CNIConfDir, Conflist, MultusConf) {
 		if _, err := os.Lstat(p); err == nil {
 			s.Paths = append(s.Paths, p)
@@ -182,4 +193,40 @@ func (s Snapshot) Leaks(after Snapshot, base string) []string {
 		}
 	}
 	return out
+}
+
+// ChangedUnder lists how after differs from s in the mounts and paths at or below dirs ("+"
+// appeared, "-" went away).
+func (s Snapshot) ChangedUnder(after Snapshot, dirs ...string) []string {
+	var out []string
+	for _, d := range s.Diff(after) {
+		kind, what, _ := strings.Cut(d[1:], " ")
+		if kind == "mount" {
+			what = what[:strings.LastIndexByte(what, ' ')]
+		}
+		for _, dir := range dirs {
+			if (kind == "mount" || kind == "path") && (what == dir || strings.HasPrefix(what, dir+"/")) {
+				out = append(out, d)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// hugepagesFree is HugePages_Free of /proc/meminfo (-1 when it cannot be read).
+func hugepagesFree() int {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "HugePages_Free:"); ok {
+			var n int
+			if _, err := fmt.Sscan(v, &n); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }

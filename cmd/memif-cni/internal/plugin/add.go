@@ -128,7 +128,7 @@ func plan(conf *config.NetConf, args *skel.CmdArgs, k8s config.K8sArgs, reqs []p
 			DevInfo: devinfo.CNIPath(conf.DeviceInfoDir, args.ContainerID, args.IfName, r.Name),
 		})
 		if r.Peer == portspec.PeerHost {
-			att.Ports[i].HostDesc = filepath.Join(conf.StoreDir(), "host-ports", slots[i]+".json")
+			att.Ports[i].HostDesc = filepath.Join(conf.StoreDir(), names.HostPortsSubdir, slots[i]+".json")
 		}
 	}
 	return att

@@ -52,8 +52,16 @@ type Options struct {
 	HTTPAddr   string // empty: no HTTP endpoints
 	// NodeName is the node's name, for the DRA driver's ResourceSlices (config dra.enabled).
 	NodeName string
-	// KubeClient makes the DRA driver's API client (config dra.enabled); nil: in-cluster config.
+	// KubeClient makes the DRA driver's API client (config dra.enabled) and the one that watches
+	// DaemonSet; nil: in-cluster config.
 	KubeClient func() (kubernetes.Interface, error)
+	// DaemonSet is the agent's own DaemonSet, namespace/name: when it is deleted (memifnet is
+	// uninstalled), the agent cleans the node as it stops (package owner). Empty: the agent never
+	// cleans, every stop is a restart.
+	DaemonSet string
+	// CNIBinDir is the node's CNI bin directory: at an uninstall with no memif pod left on the
+	// node, the agent removes memif-cni's binaries from it. Empty: they stay.
+	CNIBinDir string
 
 	HealthInterval  time.Duration // device checks
 	ReclaimInterval time.Duration // PodResources polls
@@ -206,10 +214,25 @@ func (d *Daemon) Ready() bool {
 	return true
 }
 
-// Run serves until ctx ends, then stops everything and returns. Pools stay
-// mounted and slots keep their contents: running pods keep using them and
-// the next start picks them up.
+// Run serves until ctx ends, then stops everything and returns. On a restart pools stay
+// mounted and slots keep their contents: running pods keep using them and the next start picks
+// them up. When the agent's DaemonSet was deleted (an uninstall), it cleans the node instead.
 func (d *Daemon) Run(ctx context.Context) error {
+	owned := d.watchOwner(ctx)
+	err := d.serve(ctx)
+	if owned != nil && err == nil {
+		if gone, why := owned.Uninstalling(context.Background()); !gone {
+			d.opts.Log.Info("stopping as a restart: slots and pools stay", "why", why)
+		} else {
+			d.opts.Log.Info("uninstall: cleaning the node", "why", why)
+			return d.uninstall()
+		}
+	}
+	return err
+}
+
+// serve runs the endpoints, the device plugin and the DRA driver until ctx ends.
+func (d *Daemon) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var httpSrv *http.Server

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	resourceapi "k8s.io/api/resource/v1"
+
 	"github.com/memifnet/memifnet/internal/safefs"
 )
 
@@ -38,6 +40,9 @@ type PreparedDevice struct {
 	Kind string `json:"kind"`
 	// Status is the port wired into a socket slot, as the claim's status reports it.
 	Status *PortStatus `json:"port,omitempty"`
+	// Network is the port as the standard networkData of its status entry (KEP-4817: interface
+	// name, MAC, addresses), what DRANET and the SR-IOV DRA driver report for theirs.
+	Network *resourceapi.NetworkDeviceData `json:"networkData,omitempty"`
 }
 
 // PortStatus is a socket device's port: the data of its entry in the claim's status.devices

@@ -130,7 +130,8 @@ func (d *Driver) HandleError(_ context.Context, err error, msg string) {
 }
 
 // reportStatus writes one status.devices entry per device of the claim on this node: for a
-// socket device its port's name, role and socket path in the container.
+// socket device its port's name, role and socket path in the container (data), and the port as
+// standard networkData.
 func (d *Driver) reportStatus(ctx context.Context, claim *resourceapi.ResourceClaim, c PreparedClaim) error {
 	var want []resourceapi.AllocatedDeviceStatus
 	for _, dev := range c.Devices {
@@ -144,6 +145,7 @@ func (d *Driver) reportStatus(ctx context.Context, claim *resourceapi.ResourceCl
 			}
 			st.Data = &runtime.RawExtension{Raw: b}
 		}
+		st.NetworkData = dev.Network
 		want = append(want, st)
 	}
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -40,6 +41,41 @@ type PortConfig struct {
 	RingSize   int    `json:"ringSize,omitempty"`
 	BufferSize int    `json:"bufferSize,omitempty"`
 	ZeroCopy   bool   `json:"zeroCopy,omitempty"`
+	// IPs are an ip-mode port's addresses in CIDR notation (there is no IPAM under DRA): in
+	// port.json, vpp.cli and port.env, and in the claim status's networkData.
+	IPs []string `json:"ips,omitempty"`
+}
+
+// maxIPs is the most addresses a port may have: what networkData.ips holds.
+const maxIPs = resourceapi.NetworkDeviceDataMaxIPs
+
+// checkIPs validates a port's static addresses: mode ip only, at most maxIPs, each a prefix in
+// the canonical form the API server demands of networkData.ips (192.0.2.5/24, 2001:db8::5/64),
+// none twice.
+func checkIPs(mode string, ips []string) error {
+	if len(ips) == 0 {
+		return nil
+	}
+	if mode != portspec.ModeIP {
+		return fmt.Errorf("field \"ips\": set, but the port's mode is %s; addresses are for mode ip", mode)
+	}
+	if len(ips) > maxIPs {
+		return fmt.Errorf("field \"ips\": %d addresses, at most %d", len(ips), maxIPs)
+	}
+	seen := map[string]bool{}
+	for _, s := range ips {
+		p, err := netip.ParsePrefix(s)
+		switch {
+		case err != nil || p.Addr().Is4In6():
+			return fmt.Errorf("field \"ips\": %q is not an address in CIDR notation (192.0.2.5/24, 2001:db8::5/64)", s)
+		case p.String() != s:
+			return fmt.Errorf("field \"ips\": %q, write it %q", s, p.String())
+		case seen[s]:
+			return fmt.Errorf("field \"ips\": %q twice", s)
+		}
+		seen[s] = true
+	}
+	return nil
 }
 
 // decodeConfig reads one opaque parameters object strictly: an unknown field, a wrong type or a

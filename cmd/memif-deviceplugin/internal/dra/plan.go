@@ -9,6 +9,7 @@ import (
 
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/ports"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
 // plan checks the claim's allocation and parameters and returns what Prepare will do: the
@@ -42,7 +43,7 @@ func (d *DeviceState) plan(claim *resourceapi.ResourceClaim) (PreparedClaim, map
 			return plan, nil, err
 		}
 	}
-	d.statuses(&plan, sockets, out, link)
+	d.statuses(&plan, sockets, out, cfgs, link)
 	return plan, out, nil
 }
 
@@ -111,6 +112,9 @@ func socketPorts(plan PreparedClaim, sockets []int, cfgs map[string]PortConfig, 
 			continue
 		}
 		p, err := port(dev.Request, pc, link)
+		if err == nil {
+			err = checkIPs(p.Mode, pc.IPs)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("request %s: %w", dev.Request, err))
 			continue
@@ -139,9 +143,9 @@ func linkEnds(plan PreparedClaim, sockets []int, requests []string, out map[stri
 	return nil
 }
 
-// statuses records each socket device's port status; a host port's end is the client (the host
-// data plane listens on the slot's socket).
-func (d *DeviceState) statuses(plan *PreparedClaim, sockets []int, out map[string]ports.Port, link string) {
+// statuses records each socket device's port status and network data (with the request's
+// addresses); a host port's end is the client (the host data plane listens on the slot's socket).
+func (d *DeviceState) statuses(plan *PreparedClaim, sockets []int, out map[string]ports.Port, cfgs map[string]PortConfig, link string) {
 	for _, i := range sockets {
 		name := plan.Devices[i].Name
 		p := out[name]
@@ -157,7 +161,17 @@ func (d *DeviceState) statuses(plan *PreparedClaim, sockets []int, out map[strin
 			st.HostSocket = d.opts.Slots.Dir(name) + "/" + names.SocketFile
 		}
 		plan.Devices[i].Status = st
+		spec := p.Spec(ports.ClaimOwner(plan.Namespace, plan.Name))
+		spec.IPs = cfgs[plan.Devices[i].Request].IPs
+		plan.Devices[i].Network = networkData(spec)
 	}
+}
+
+// networkData is a port's standard network data: the port's name is its interface name, an
+// ethernet port's MAC its hardware address, an ip-mode port's addresses its IPs (as port.json
+// has them).
+func networkData(spec portspec.PortSpec) *resourceapi.NetworkDeviceData {
+	return &resourceapi.NetworkDeviceData{InterfaceName: spec.Name, HardwareAddress: spec.MAC, IPs: spec.IPs}
 }
 
 // roles fills in the roles of a link's two ends: set ones must differ; an unset one is the

@@ -17,11 +17,17 @@ const (
 	CapSize      = "size"     // capacity: a unit's bytes, a slot's tmpfs bytes
 )
 
+// AttrNetNUMANode is the NUMA node under the name the DRA network drivers publish it (DRANET,
+// the SR-IOV DRA driver, and the CPU driver for alignment with them): an int, fully qualified,
+// so that one claim's matchAttribute constraint spans their devices and ours.
+const AttrNetNUMANode resourceapi.QualifiedName = "dra.net/numaNode"
+
 // maxSliceDevices is the most devices one ResourceSlice may list (resource.k8s.io/v1).
 const maxSliceDevices = resourceapi.ResourceSliceMaxDevices
 
 // Resources are the node's devices as ResourceSlices of one pool named after the node: the
-// socket slots, then each pool's units, with their NUMA node, pool and page size. Withheld units
+// socket slots, then each pool's units, with their NUMA node (also as dra.net/numaNode), pool and
+// page size. Withheld units
 // are left out, so that the scheduler allocates them to no claim until they are made again.
 func (d *DeviceState) Resources() resourceslice.DriverResources {
 	withheld := d.Withheld()
@@ -31,8 +37,9 @@ func (d *DeviceState) Resources() resourceslice.DriverResources {
 			devs = append(devs, resourceapi.Device{
 				Name: u.ID,
 				Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-					AttrType:     {StringValue: ptr.To(KindSocket)},
-					AttrNUMANode: {IntValue: ptr.To(int64(u.Node))},
+					AttrType:        {StringValue: ptr.To(KindSocket)},
+					AttrNUMANode:    {IntValue: ptr.To(int64(u.Node))},
+					AttrNetNUMANode: {IntValue: ptr.To(int64(u.Node))},
 				},
 				Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 					CapSize: {Value: *apiresource.NewQuantity(d.opts.SlotBytes, apiresource.BinarySI)},
@@ -48,10 +55,11 @@ func (d *DeviceState) Resources() resourceslice.DriverResources {
 			devs = append(devs, resourceapi.Device{
 				Name: u.ID,
 				Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-					AttrType:     {StringValue: ptr.To(KindHugepage)},
-					AttrNUMANode: {IntValue: ptr.To(int64(u.Node))},
-					AttrPool:     {StringValue: ptr.To(p.Name)},
-					AttrPageSize: {StringValue: ptr.To(p.PageSize)},
+					AttrType:        {StringValue: ptr.To(KindHugepage)},
+					AttrNUMANode:    {IntValue: ptr.To(int64(u.Node))},
+					AttrNetNUMANode: {IntValue: ptr.To(int64(u.Node))},
+					AttrPool:        {StringValue: ptr.To(p.Name)},
+					AttrPageSize:    {StringValue: ptr.To(p.PageSize)},
 				},
 				Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 					CapSize: {Value: *apiresource.NewQuantity(p.UnitSize, apiresource.BinarySI)},

@@ -18,6 +18,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/peerconf"
 	"github.com/memifnet/memifnet/internal/ports"
 	"github.com/memifnet/memifnet/internal/tmpfs"
 )
@@ -206,7 +207,7 @@ func (d *DeviceState) Prepare(claim *resourceapi.ResourceClaim) (Result, error) 
 		delete(d.claims, uid)
 		return Result{}, fmt.Errorf("%s: %w", id, err)
 	}
-	if err := d.wire(&plan, ports); err != nil {
+	if err := d.wire(&plan, ports, consumer(claim)); err != nil {
 		if uerr := d.undo(plan); uerr != nil {
 			err = fmt.Errorf("%w (and undoing: %v)", err, uerr)
 		}
@@ -222,9 +223,10 @@ func (d *DeviceState) Prepare(claim *resourceapi.ResourceClaim) (Result, error) 
 }
 
 // wire performs the plan: scrub every device (each hand-out is a fresh tmpfs or file), make the
-// link's directory and mount it in both slots, write port.json, write the CDI spec. It records
-// the link's tmpfs in plan (and the checkpoint) before mounting it anywhere.
-func (d *DeviceState) wire(plan *PreparedClaim, pp map[string]ports.Port) error {
+// link's directory and mount it in both slots, write port.json (and a host port's host side),
+// write the CDI spec. It records the link's tmpfs in plan (and the checkpoint) before mounting it
+// anywhere. pod names the claim's consumer in the host side's files.
+func (d *DeviceState) wire(plan *PreparedClaim, pp map[string]ports.Port, pod string) error {
 	for _, dev := range plan.Devices {
 		if err := d.scrub(dev); err != nil {
 			return err
@@ -247,14 +249,14 @@ func (d *DeviceState) wire(plan *PreparedClaim, pp map[string]ports.Port) error 
 		if dev.Kind != KindSocket {
 			continue
 		}
-		if err := d.wireSlot(*plan, dev, pp[dev.Name], secret); err != nil {
+		if err := d.wireSlot(*plan, dev, pp[dev.Name], secret, pod); err != nil {
 			return fmt.Errorf("slot %s (request %s): %w", dev.Name, dev.Request, err)
 		}
 	}
 	return d.writeCDI(*plan)
 }
 
-func (d *DeviceState) wireSlot(plan PreparedClaim, dev PreparedDevice, p ports.Port, secret string) error {
+func (d *DeviceState) wireSlot(plan PreparedClaim, dev PreparedDevice, p ports.Port, secret, pod string) error {
 	slot, err := slotwire.OpenSlot(d.opts.SlotsDir, dev.Name)
 	if err != nil {
 		return err
@@ -262,12 +264,41 @@ func (d *DeviceState) wireSlot(plan PreparedClaim, dev PreparedDevice, p ports.P
 	defer slot.Close()
 	spec := p.Spec(ports.ClaimOwner(plan.Namespace, plan.Name))
 	spec.Socket, spec.Secret = dev.Status.Socket, secret
+	if dev.Network != nil {
+		spec.IPs = dev.Network.IPs // the claim's static addresses, checked in plan
+	}
 	if plan.LinkDir != "" {
 		if err := slotwire.BindLink(slot, d.links, plan.Namespace, plan.LinkDir, plan.LinkMount); err != nil {
 			return err
 		}
 	}
-	return slotwire.WritePortSpec(slot, spec)
+	if err := slotwire.WritePortSpec(slot, spec); err != nil {
+		return err
+	}
+	if dev.Status.HostSocket == "" {
+		return nil
+	}
+	// The host side of a host port, for the node's data plane: the files memif-cni writes for
+	// its host ports, by the same generator, beside theirs.
+	return peerconf.WriteHost(d.hostDesc(dev.Name), peerconf.HostSide(spec, dev.Status.HostSocket, dev.Name, pod))
+}
+
+// hostDesc is the host-port description path of slot, beside which the host side's files go
+// (<state>/state/host-ports/<slot>.json; the description itself is memif-cni's, the claim status
+// has its fields).
+func (d *DeviceState) hostDesc(slot string) string {
+	return filepath.Join(d.opts.StateDir, names.StoreSubdir, names.HostPortsSubdir, slot+".json")
+}
+
+// consumer is namespace/name of the pod the claim is reserved for (the kubelet prepares only
+// reserved claims); a claim shared by several pods names the first.
+func consumer(claim *resourceapi.ResourceClaim) string {
+	for _, r := range claim.Status.ReservedFor {
+		if r.Resource == "pods" && r.APIGroup == "" {
+			return claim.Namespace + "/" + r.Name
+		}
+	}
+	return claim.Namespace + "/(claim " + claim.Name + ")"
 }
 
 // cdiName is the per-claim CDI spec's file name (without .json).
@@ -338,6 +369,9 @@ func (d *DeviceState) undo(c PreparedClaim) error {
 	var errs []error
 	errs = append(errs, d.opts.CDI.Remove(cdiName(c.UID)))
 	for _, dev := range c.Devices {
+		if dev.Status != nil && dev.Status.HostSocket != "" {
+			errs = append(errs, peerconf.RemoveHost(d.hostDesc(dev.Name)))
+		}
 		err := d.scrub(dev)
 		if errors.Is(err, device.ErrWithheld) {
 			// The unit's old file is still held: its pool withholds the unit (out of the

@@ -124,12 +124,12 @@ func (p *Provider) mount(bytes int64) error {
 	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
 	opts := fmt.Sprintf("pagesize=%d,size=%d,mode=0755", p.pool.PageSize.Bytes, bytes+p.pool.UnitSize.Bytes)
 	reserved := fmt.Sprintf("%s,min_size=%d", opts, bytes)
-	err := unix.Mount("memifnet-"+p.pool.Name, p.dir, "hugetlbfs", flags, reserved)
+	err := unix.Mount(names.PoolMountSourcePrefix+p.pool.Name, p.dir, "hugetlbfs", flags, reserved)
 	if err == nil {
 		return nil
 	}
 	p.log.Warn("pool's hugepages are not reserved: a scrub may lose a unit's pages to another user of hugepages", "err", err, "bytes", bytes)
-	if err := unix.Mount("memifnet-"+p.pool.Name, p.dir, "hugetlbfs", flags, opts); err != nil {
+	if err := unix.Mount(names.PoolMountSourcePrefix+p.pool.Name, p.dir, "hugetlbfs", flags, opts); err != nil {
 		return fmt.Errorf("mount hugetlbfs on %s (%s): %w", p.dir, opts, err)
 	}
 	return nil

@@ -28,8 +28,6 @@ const (
 	// rootMode lets a non-root app create its socket in the slot. A slot is mounted into one pod
 	// at a time and replaced before the next, so world-writable leaks nothing.
 	rootMode = 0o777
-	// mountSource marks the plugin's tmpfs mounts in /proc/self/mountinfo.
-	mountSource = "memifnet-slot"
 )
 
 // Provider manages the slot mounts under <stateDir>/sockets.
@@ -129,7 +127,7 @@ func (p *Provider) replace(id string) error {
 	if _, err := p.dir.Mkdir(id, 0o755); err != nil {
 		return fmt.Errorf("slot %s: %w", id, err)
 	}
-	mid, err := p.dir.MountTmpfs(id, safefs.TmpfsOptions{Source: mountSource, Limits: p.limits, Mode: rootMode})
+	mid, err := p.dir.MountTmpfs(id, safefs.TmpfsOptions{Source: names.SlotMountSource, Limits: p.limits, Mode: rootMode})
 	if err != nil {
 		return fmt.Errorf("slot %s: %w", id, err)
 	}

@@ -33,15 +33,25 @@ func (w *worker) runTxRx() {
 	window := uint64(w.r.cfg.Window)
 	var writtenOff uint64
 	var stalledSince time.Time // when the window filled up with no reply since
+	var polls, idle, full uint64
+	defer func() { w.ctr.Polls.Store(polls); w.ctr.IdlePolls.Store(idle); w.ctr.TxFull.Store(full) }()
 	for !w.r.stop.Load() {
+		polls++
 		got := w.receive()
+		if got == 0 {
+			idle++
+		}
 		var inFlight uint64 // a peer may send more than we did: never below zero
 		if tx, rx := w.ctr.TxPkts.Load(), w.ctr.RxPkts.Load()+writtenOff; tx > rx {
 			inFlight = tx - rx
 		}
 		if inFlight < window {
 			stalledSince = time.Time{}
-			if w.send(int(min(window-inFlight, uint64(w.r.cfg.Burst)))) > 0 || got > 0 {
+			sent := w.send(int(min(window-inFlight, uint64(w.r.cfg.Burst))))
+			if sent == 0 {
+				full++
+			}
+			if sent > 0 || got > 0 {
 				continue
 			}
 		} else if got == 0 {
@@ -122,6 +132,7 @@ func (w *worker) runPing() {
 				continue
 			}
 			rtt := time.Since(start)
+			w.idle = 0
 			p := w.rxBufs[0]
 			w.ctr.RxPkts.Add(1)
 			w.ctr.RxBytes.Add(uint64(len(p)))
@@ -148,13 +159,23 @@ func (w *worker) runFwd() {
 	a, b := w.r.ports[0], w.r.ports[1]
 	aRx, aTx, bRx, bTx := a.RxQueue(w.q), a.TxQueue(w.q), b.RxQueue(w.q), b.TxQueue(w.q)
 	burst := w.r.cfg.Burst
+	var polls, idle uint64
+	defer func() { w.ctr.Polls.Store(polls); w.ctr.IdlePolls.Store(idle) }()
 	for !w.r.stop.Load() {
 		f1, d1 := aRx.ForwardDrop(bTx, burst)
 		f2, d2 := bRx.ForwardDrop(aTx, burst)
+		switch {
+		case f1+d1 != 0:
+			polls++
+		case aRx.Up() && bTx.Up(): // polls while a link is down are not waiting for traffic
+			polls++
+			idle++
+		}
 		if f1+d1+f2+d2 == 0 {
 			w.pause()
 			continue
 		}
+		w.idle = 0
 		w.ctr.RxPkts.Add(uint64(f1 + d1 + f2 + d2))
 		w.ctr.TxPkts.Add(uint64(f1 + f2))
 	}

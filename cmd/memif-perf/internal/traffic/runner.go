@@ -137,6 +137,9 @@ func (r *Runner) Totals() Totals {
 		t.Lost += c.Lost.Load()
 		t.Late += c.Late.Load()
 		t.WrittenOff += c.WrittenOff.Load()
+		t.Polls += c.Polls.Load()
+		t.IdlePolls += c.IdlePolls.Load()
+		t.TxFull += c.TxFull.Load()
 	}
 	for _, p := range r.ports {
 		ic := p.Config()

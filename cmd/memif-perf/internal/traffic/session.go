@@ -76,6 +76,10 @@ func (s *Session) Run(ctx context.Context) int {
 	if t.WrittenOff > 0 {
 		fmt.Fprintf(s.Stderr, "memif-perf: %d packets in flight written off: no reply within %v\n", t.WrittenOff, stallTimeout)
 	}
+	if t.Polls > 0 {
+		fmt.Fprintf(s.Stderr, "memif-perf: polls=%d idle_polls=%d (%.1f %%) tx_full=%d (%.1f %%)\n",
+			t.Polls, t.IdlePolls, 100*float64(t.IdlePolls)/float64(t.Polls), t.TxFull, 100*float64(t.TxFull)/float64(t.Polls))
+	}
 	s.summary(t, elapsed, runner.RTT())
 
 	switch {

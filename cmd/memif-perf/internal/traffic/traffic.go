@@ -77,7 +77,12 @@ type Counters struct {
 	RxPkts, RxBytes, TxPkts, TxBytes atomic.Uint64
 	Corrupt, Lost, Late              atomic.Uint64 // verification failures
 	WrittenOff                       atomic.Uint64 // txrx: in flight too long without a reply
-	_                                [64]byte      // keep queues' counters on separate cache lines
+	// Polls counts the loop's turns and IdlePolls those where the receive poll found nothing (fwd:
+	// the first port's, counted while both links are up), TxFull those where the transmit ring took
+	// nothing (txrx): who waits for whom. Kept in the worker and stored once, when the loop ends:
+	// no atomic on the hot path.
+	Polls, IdlePolls, TxFull atomic.Uint64
+	_                        [64]byte // keep queues' counters on separate cache lines
 }
 
 // Totals sums every queue's counters and the library's.
@@ -86,6 +91,7 @@ type Totals struct {
 	Corrupt, Lost, Late              uint64
 	WrittenOff                       uint64 // txrx: packets given up on after a stalled window
 	Drops                            uint64 // the library's per-queue drop counters, both directions
+	Polls, IdlePolls, TxFull         uint64 // see Counters; complete once the loops have stopped
 }
 
 // VerifyErrors is every packet that failed verification or arrived out of sequence.

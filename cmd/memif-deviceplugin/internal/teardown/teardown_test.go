@@ -1,0 +1,194 @@
+package teardown
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/internal/testutil"
+	"github.com/memifnet/memifnet/internal/tmpfs"
+)
+
+// mountSlot mounts a tmpfs with source at stateDir/rel, as the agent (memifnet-slot) or memif-cni
+// (memifnet-link) does, and writes a file in it.
+func mountSlot(t *testing.T, stateDir, rel, source string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(stateDir, rel), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	parent, err := safefs.Open(filepath.Join(stateDir, filepath.Dir(rel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer parent.Close()
+	if _, err := parent.MountTmpfs(filepath.Base(rel), safefs.TmpfsOptions{Source: source, Mode: 0o777, Limits: tmpfs.Limits{Size: 1 << 20, Inodes: 64}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stateDir, rel, "memif.sock"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bind bind-mounts src (recursively) on dst (made as a directory) and unmounts it at the end of the test.
+func bind(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil { // as a container runtime does
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dst, unix.MNT_DETACH) })
+	// The CRI's default propagation for a container's mounts: private (runc's "rprivate"), so
+	// that nothing unmounted on the host reaches the container's copy.
+	if err := unix.Mount("", dst, "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hugepagesFree(t *testing.T) int {
+	t.Helper()
+	h, err := testutil.Hugepages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.Free
+}
+
+// An uninstall while a pod still runs: its container holds its own mounts of its slot and pool
+// unit (here bind mounts outside the state dir). Clean takes every mount and file of the state
+// dir away, the pod keeps reading its slot, and the hugepages come back when the pod's mounts go.
+func TestCleanKeepsRunningPodsAndFreesWhenTheyGo(t *testing.T) {
+	testutil.RequireRoot(t, "mounts tmpfs and hugetlbfs")
+	testutil.NeedHugepages(t, 4)
+	stateDir, pod := filepath.Join(t.TempDir(), "state"), t.TempDir()
+	t.Cleanup(func() { _ = testutil.UnmountAll(stateDir) })
+	mountSlot(t, stateDir, "sockets/slot-000", "memifnet-slot")
+	mountSlot(t, stateDir, "sockets/dra-slot-000", "memifnet-slot")
+	mountSlot(t, stateDir, "links/default/l1", "memifnet-link")
+	bind(t, filepath.Join(stateDir, "links/default/l1"), filepath.Join(stateDir, "sockets/slot-000/link"))
+	free := hugepagesFree(t)
+	pool := filepath.Join(stateDir, "pools/hugepool")
+	if err := os.MkdirAll(pool, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const page = 2 << 20
+	if err := unix.Mount("memifnet-hugepool", pool, "hugetlbfs", unix.MS_NOSUID|unix.MS_NODEV, "pagesize=2M,size=8M,min_size=4M"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(pool, "unit-0-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, 2*page); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.WriteFile(filepath.Join(stateDir, "deviceplugin.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The pod's container: its slot and its unit.
+	bind(t, filepath.Join(stateDir, "sockets/slot-000"), filepath.Join(pod, "slot"))
+	unit := filepath.Join(pod, "unit")
+	if err := os.WriteFile(unit, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(filepath.Join(pool, "unit-0-0"), unit, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := Clean(stateDir, slog.Default()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(stateDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state dir after Clean: %v, want it gone", err)
+	}
+	if ms := testutil.MountsUnder(t, stateDir); len(ms) != 0 {
+		t.Errorf("mounts left under the state dir: %q", ms)
+	}
+	if b, err := os.ReadFile(filepath.Join(pod, "slot/memif.sock")); err != nil || string(b) != "x" {
+		t.Errorf("the running pod's slot after Clean: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(pod, "slot/link/memif.sock")); err != nil || string(b) != "x" {
+		t.Errorf("the running pod's link after Clean: %q, %v", b, err)
+	}
+	// HugePages_Free is the machine's: other tests take and give pages meanwhile, so compare
+	// only across the pod's going, a few microseconds.
+	held := hugepagesFree(t)
+	if err := unix.Unmount(unit, 0); err != nil { // the pod goes
+		t.Fatal(err)
+	}
+	if got := hugepagesFree(t); got < held+2 {
+		t.Errorf("HugePages_Free %d after the last pod went, want at least %d: its unit's 2 pages back (%d before the pool)", got, held+2, free)
+	}
+}
+
+// A hostile pod plants, in its slot, a symlink to a host directory and a bind mount of it; and
+// something not memifnet's is mounted on another slot. Clean deletes and unmounts nothing of the
+// host directory, leaves the foreign mount (and the directories above it), and says so.
+func TestCleanHostile(t *testing.T) {
+	testutil.RequireRoot(t, "mounts tmpfs")
+	stateDir, host := filepath.Join(t.TempDir(), "state"), t.TempDir()
+	t.Cleanup(func() { _ = testutil.UnmountAll(stateDir) })
+	if err := os.WriteFile(filepath.Join(host, "passwd"), []byte("root"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mountSlot(t, stateDir, "sockets/slot-000", "memifnet-slot")
+	slot := filepath.Join(stateDir, "sockets/slot-000")
+	if err := os.Symlink(host, filepath.Join(slot, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	bind(t, host, filepath.Join(slot, "planted"))
+	// A symlink where the agent's own file would be, and a foreign mount on a slot.
+	if err := os.Symlink(host, filepath.Join(stateDir, "deviceplugin")); err != nil {
+		t.Fatal(err)
+	}
+	bind(t, host, filepath.Join(stateDir, "sockets/slot-001"))
+
+	err := Clean(stateDir, slog.Default())
+	if err == nil || !strings.Contains(err.Error(), "slot-001") {
+		t.Errorf("Clean: %v, want it to name the foreign mount on slot-001", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(host, "passwd")); err != nil || string(b) != "root" {
+		t.Errorf("host file after Clean: %q, %v", b, err)
+	}
+	if ents, _ := os.ReadDir(host); len(ents) != 1 {
+		t.Errorf("host dir after Clean has %d entries, want 1", len(ents))
+	}
+	if ms := testutil.MountsUnder(t, stateDir); !slices.Equal(ms, []string{filepath.Join(stateDir, "sockets/slot-001")}) {
+		t.Errorf("mounts under the state dir after Clean: %q, want only the foreign one", ms)
+	}
+	if _, err := os.Lstat(filepath.Join(stateDir, "deviceplugin")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the planted symlink: %v, want it removed", err)
+	}
+	if _, err := os.Lstat(slot); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("slot-000: %v, want it removed", err)
+	}
+}
+
+// The agent's device-info files go (those of devices pods still hold); others' stay.
+func TestRemoveDevinfo(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"memifnet.io-socket-slot-000-device.json", "memifnet.io-hugepool-unit-0-0-device.json", "other-device.json"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := RemoveDevinfo(dir); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 || ents[0].Name() != "other-device.json" {
+		t.Errorf("left %v, want only other-device.json", ents)
+	}
+	if err := RemoveDevinfo(filepath.Join(dir, "missing")); err != nil {
+		t.Errorf("a missing dir: %v", err)
+	}
+}

@@ -1,0 +1,142 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/testutil"
+	"github.com/memifnet/memifnet/test/e2e/cluster"
+	"github.com/memifnet/memifnet/test/e2e/node"
+)
+
+// snapshot reads the host state (for nodeAsBefore).
+func (x *tier3) snapshot(t *testing.T) cluster.Snapshot {
+	t.Helper()
+	s, err := cluster.TakeSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// nodeAsBefore waits (30 s at most: the agent cleans as it stops, HugePages_Free is the
+// machine's) until the node is as the snapshot before the install had it: no mount and no file
+// under the state dir, the CNI bin and conf dirs as they were (memif-cni's binaries and its
+// conflist entry gone), and at least as many free hugepages. The state dir itself may stay,
+// empty: it is the agent's hostPath volume, a mount point in its container, so the agent cannot
+// remove it (the kubelet made it; docs/deviceplugin.md).
+func (x *tier3) nodeAsBefore(ctx context.Context, t *testing.T, before cluster.Snapshot, what string) {
+	t.Helper()
+	var changed []string
+	var after cluster.Snapshot
+	err := node.Poll(ctx, 30*time.Second, "the node as before the install", func() (bool, error) {
+		s, err := cluster.TakeSnapshot()
+		if err != nil {
+			return false, err
+		}
+		after = s
+		changed = slices.DeleteFunc(before.ChangedUnder(after, t3StateDir, cluster.CNIBinDir, cluster.CNIConfDir),
+			func(d string) bool { return d == "+path "+t3StateDir })
+		return len(changed) == 0 && after.HugepagesFree >= before.HugepagesFree, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v: HugePages_Free %d (before the install %d); changed under %s, %s, %s:\n  %s", what, err,
+			after.HugepagesFree, before.HugepagesFree, t3StateDir, cluster.CNIBinDir, cluster.CNIConfDir, strings.Join(changed, "\n  "))
+	}
+	x.logf("uninstall: %s the node is as before the install: no mount or file under %s, %s and %s as they were, HugePages_Free %d (before %d)",
+		what, t3StateDir, cluster.CNIBinDir, cluster.CNIConfDir, after.HugepagesFree, before.HugepagesFree)
+}
+
+// ownDaemonSetRBAC: the node agent's one right outside the DRA overlay is reading its own
+// DaemonSet in its namespace (to tell an uninstall from a restart).
+func (x *tier3) ownDaemonSetRBAC(ctx context.Context, t *testing.T) {
+	as := "--as=system:serviceaccount:" + t3Namespace + ":memifnet"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"watch", "daemonsets/memifnet-node"}, "yes"},
+		{[]string{"get", "daemonsets/memifnet-node"}, "yes"},
+		{[]string{"delete", "daemonsets/memifnet-node"}, "no"},
+		{[]string{"get", "daemonsets/other"}, "no"},
+		{[]string{"get", "pods"}, "no"},
+	} {
+		out, _ := x.c.KubectlCmd(ctx, append([]string{"auth", "can-i", "-n", t3Namespace, as}, c.args...)...).CombinedOutput()
+		if got := strings.TrimSpace(string(out)); got != c.want {
+			t.Errorf("can memifnet-system/memifnet %s in %s? %q, want %q", strings.Join(c.args, " "), t3Namespace, got, c.want)
+		}
+	}
+	x.logf("rbac: in %s memifnet-system/memifnet may only get, list and watch daemonsets/memifnet-node", t3Namespace)
+}
+
+// uninstall: `kubectl delete -k manifests/` while a link pair passes traffic takes memif-cni out
+// of the node's conflist and cleans the node under the pair, which keeps passing traffic on its
+// slots and pool units; when the pair goes only memif-cni's binaries and its device-info files
+// of the pair are left (for their DELs; docs/deviceplugin.md says so). Then the DRA overlay,
+// installed and deleted with no memif pod on the node, leaves the node as before the install.
+func (x *tier3) uninstall(ctx context.Context, t *testing.T) {
+	x.noLeftovers(ctx, t, "before the uninstall")
+	x.kubectlIn(ctx, t, perfPod("uninst-rx", "east", "uninst-link", "--mode=rx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m")+
+		"---\n"+perfPod("uninst-tx", "west", "uninst-link", "--mode=tx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m"),
+		"apply", "-f", "-")
+	if err := node.Poll(ctx, 2*time.Minute, "uninst-rx receiving", func() (bool, error) {
+		return x.rxProgress(ctx, "uninst-rx") > 0, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	x.deleteK(ctx, t, "manifests/")
+	if types := conflistTypes(t); !slices.Equal(types, []string{"bridge"}) {
+		t.Fatalf("after kubectl delete -k manifests/ the conflist chains %q, want only bridge", types)
+	}
+	x.logf("uninstall: memif-cni is out of %s", cluster.Conflist)
+	x.trafficFlows(ctx, t, "uninst-rx", "after kubectl delete -k manifests/ (the pair keeps its slots and units)")
+	if ms, err := testutil.Mounts(t3StateDir); err != nil || len(ms) != 0 {
+		t.Errorf("after kubectl delete -k manifests/ the node still has mounts under %s: %q %v", t3StateDir, ms, err)
+	}
+	x.kubectl(ctx, t, "delete", "pod", "uninst-rx", "uninst-tx", "--wait=true")
+	// What the pair's DELs need stays: memif-cni's binaries (and, as memif-cni is out of the
+	// conflist, its device-info files of the pair). Exactly these, which docs/install.md says to
+	// remove by hand; the DRA overlay's uninstall below removes the binaries itself.
+	left := x.installed.ChangedUnder(x.snapshot(t), cluster.CNIBinDir)
+	want := []string{"+path " + cluster.CNIBinDir + "/memif-cni", "+path " + cluster.CNIBinDir + "/" + names.PodInfoHelper}
+	if slices.Sort(left); !slices.Equal(left, want) {
+		t.Errorf("after the pair went, changed under %s: %q, want %q", cluster.CNIBinDir, left, want)
+	}
+	devinfo, _ := filepath.Glob(filepath.Join(t3DevInfoDir, "cni", "memifnet-*"))
+	for _, f := range devinfo {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x.logf("uninstall: the pair passed traffic to the end; after it went, memif-cni's binaries and %d device-info files were left", len(devinfo))
+
+	x.kubectl(ctx, t, "apply", "-k", "manifests/overlays/dra/")
+	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
+	x.deleteK(ctx, t, "manifests/overlays/dra/")
+	x.nodeAsBefore(ctx, t, x.installed, "after kubectl delete -k manifests/overlays/dra/")
+}
+
+// deleteK runs `kubectl delete -k dir` and waits until the node agent's pod is gone.
+func (x *tier3) deleteK(ctx context.Context, t *testing.T, dir string) {
+	t.Helper()
+	x.kubectl(ctx, t, "delete", "-k", dir, "--wait=true")
+	if err := node.Poll(ctx, 90*time.Second, "node agent gone", func() (bool, error) {
+		pods, err := x.cs.CoreV1().Pods(t3Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		return len(pods.Items) == 0, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
