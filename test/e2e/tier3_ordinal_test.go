@@ -95,8 +95,9 @@ func (x *tier3) ordinalPair(ctx context.Context, t *testing.T, i int) {
 	}
 	rx, tx := fmt.Sprintf("ord-a-%d", i), fmt.Sprintf("ord-b-%d", i)
 	first := x.perfCounter(ctx, t, rx, "rx_pkts", 1)
-	x.perfCounter(ctx, t, rx, "rx_pkts", first+1)
-	x.perfCounter(ctx, t, tx, "tx_pkts", 1)
+	then := x.perfCounter(ctx, t, rx, "rx_pkts", first+1)
+	sent := x.perfCounter(ctx, t, tx, "tx_pkts", 1)
+	x.logf("ordinal: link %s: %s verified rx_pkts=%d (rising from %d, verify_errors=0), %s tx_pkts=%d", link, rx, then, first, tx, sent)
 }
 
 var progressLine = regexp.MustCompile(`rx_pkts=(\d+) tx_pkts=(\d+) drops=\d+ verify_errors=(\d+)`)
