@@ -225,6 +225,8 @@ func TestBadInputErrors(t *testing.T) {
 		{"bad name", `East@l`, nil, 7, `field "name"`},
 		{"no link nor peer", `[{"name":"east"}]`, nil, 7, `field "link"`},
 		{"bad json", `[{"name":"east"`, nil, 7, `not a JSON list`},
+		// memif-webhook pins {ordinal} at admission; memif-cni never resolves one from labels.
+		{"unresolved ordinal", `east@ab-{ordinal}`, nil, 7, `field "link": "ab-{ordinal}": {ordinal} is resolved from the pod's label apps.kubernetes.io/pod-index by memif-webhook`},
 		{"too few slots", `a@l1,b@l2,c`, nil, 101, `resources.limits["memifnet.io/socket"] to 3`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -51,6 +51,8 @@ var documented = map[string]any{
 	"names.EnvDir":                names.EnvDir,
 	"names.MaxPortNameLen":        names.MaxPortNameLen,
 	"names.MaxLinkNameLen":        names.MaxLinkNameLen,
+	"names.OrdinalPlaceholder":    names.OrdinalPlaceholder,
+	"names.PodIndexLabel":         names.PodIndexLabel,
 	"names.MaxQueues":             names.MaxQueues,
 	"names.MinRingSize":           names.MinRingSize,
 	"names.MaxRingSize":           names.MaxRingSize,

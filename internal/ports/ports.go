@@ -39,8 +39,19 @@ type Port struct {
 }
 
 // Parse reads the annotation: a JSON list of port objects, or the short form
-// "east@chain-1,west" (name@link for a link port, a bare name for a host port).
-func Parse(value string) ([]Port, error) {
+// "east@chain-1,west" (name@link for a link port, a bare name for a host port). A link with a
+// placeholder ({ordinal}) is refused: only ParseForPod, given the pod's labels, can resolve it.
+func Parse(value string) ([]Port, error) { return parse(value, nil) }
+
+// ParseForPod is Parse for one pod: each link's {ordinal} is first resolved from the pod's
+// labels by names.ResolveLink, the one resolver, so that whoever resolves a pod's links pairs it
+// the same way. A link the pod's labels cannot resolve is refused, naming the port and field.
+func ParseForPod(value string, labels map[string]string) ([]Port, error) {
+	ord, ok := labels[names.PodIndexLabel]
+	return parse(value, func(link string) (string, error) { return names.ResolveLink(link, ord, ok) })
+}
+
+func parse(value string, resolve func(link string) (string, error)) ([]Port, error) {
 	v := strings.TrimSpace(value)
 	if v == "" {
 		return nil, fmt.Errorf("annotation %s is empty; remove it or list at least one port", names.PortsAnnotation)
@@ -52,13 +63,27 @@ func Parse(value string) ([]Port, error) {
 	} else {
 		ps, err = parseShort(v)
 	}
+	if err == nil && resolve != nil {
+		err = resolveLinks(ps, resolve)
+	}
+	if err == nil {
+		err = validate(ps)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("annotation %s: %w", names.PortsAnnotation, err)
 	}
-	if err := validate(ps); err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", names.PortsAnnotation, err)
-	}
 	return ps, nil
+}
+
+func resolveLinks(ps []Port, resolve func(string) (string, error)) error {
+	for i := range ps {
+		l, err := resolve(ps[i].Link)
+		if err != nil {
+			return fmt.Errorf("port %d (%s): field %q: %w", i, ps[i].Name, "link", err)
+		}
+		ps[i].Link = l
+	}
+	return nil
 }
 
 func parseJSON(v string) ([]Port, error) {
@@ -137,6 +162,8 @@ func validate(ps []Port) error {
 			bad("link", `missing: set "link" (a pod-to-pod link) or "peer": "host"`)
 		case p.Peer != "" && p.Peer != portspec.PeerHost:
 			bad("peer", "%q must be %q", p.Peer, portspec.PeerHost)
+		case names.HasPlaceholder(p.Link):
+			bad("link", "%q: %s is resolved from the pod's label %s by memif-webhook at admission; the annotation reached here unresolved", p.Link, names.OrdinalPlaceholder, names.PodIndexLabel)
 		case p.Link != "" && (len(p.Link) > names.MaxLinkNameLen || !names.IsDNSLabel(p.Link)):
 			bad("link", "%q must be 1-%d characters of [a-z0-9-], starting and ending alphanumeric", p.Link, names.MaxLinkNameLen)
 		case p.Link != "":

@@ -124,6 +124,7 @@ func TestTier3Cluster(t *testing.T) {
 		{"CDI", x.cdi},
 		{"DRA", x.dra},
 		{"Webhook", x.webhook},
+		{"Ordinal", x.ordinal},
 		{"Upgrade", x.upgrade}, // tier3_upgrade_test.go
 		{"Uninstall", x.uninstall},
 		{"Multus", x.multus},

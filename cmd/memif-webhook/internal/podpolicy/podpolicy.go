@@ -49,13 +49,22 @@ func refuse(format string, a ...any) error { return &Refusal{fmt.Sprintf(format,
 // LinkLabel is the label key of a link's pods.
 func LinkLabel(link string) string { return names.LinkLabelPrefix + link }
 
-// Ports parses the pod's annotation; ok is false when the pod has none.
+// Ports parses the pod's annotation, each link's {ordinal} resolved from the pod's labels
+// (ports.ParseForPod); ok is false when the pod has none.
 func Ports(pod *corev1.Pod) (ps []ports.Port, ok bool, err error) {
+	return parsePorts(pod, func(v string) ([]ports.Port, error) { return ports.ParseForPod(v, pod.Labels) })
+}
+
+// storedPorts parses the annotation of a pod as stored, where Mutate has pinned every link: a
+// placeholder left there is refused.
+func storedPorts(pod *corev1.Pod) ([]ports.Port, bool, error) { return parsePorts(pod, ports.Parse) }
+
+func parsePorts(pod *corev1.Pod, parse func(string) ([]ports.Port, error)) (ps []ports.Port, ok bool, err error) {
 	v, ok := pod.Annotations[names.PortsAnnotation]
 	if !ok {
 		return nil, false, nil
 	}
-	ps, err = ports.Parse(v)
+	ps, err = parse(v)
 	if err != nil {
 		return nil, true, &Refusal{"metadata.annotations[" + names.PortsAnnotation + "]: " + strings.TrimPrefix(err.Error(), "annotation "+names.PortsAnnotation+": ")}
 	}
@@ -100,6 +109,11 @@ func Mutate(pod *corev1.Pod, peers []Peer) ([]Op, error) {
 		return nil, err
 	}
 	ops = append(ops, lim...)
+	pin, err := pinOps(pod, ps)
+	if err != nil {
+		return nil, err
+	}
+	ops = append(ops, pin...)
 	ops = append(ops, labelOps(pod, ps)...)
 	ops = append(ops, affinityOps(pod, ps)...)
 	return ops, nil
@@ -112,7 +126,7 @@ func Validate(pod *corev1.Pod) error {
 	if err := CheckAffinity(pod, pod.Namespace); err != nil {
 		return err
 	}
-	ps, ok, err := Ports(pod)
+	ps, ok, err := storedPorts(pod)
 	if err != nil {
 		return err
 	}
