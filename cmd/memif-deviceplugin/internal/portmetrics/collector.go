@@ -136,7 +136,9 @@ func collectPort(ch chan<- prometheus.Metric, r Reading) {
 	metric := func(d *prometheus.Desc, t prometheus.ValueType, v float64, extra ...string) {
 		ch <- prometheus.MustNewConstMetric(d, t, v, append(labels[:4:4], extra...)...)
 	}
-	counter := func(d *prometheus.Desc, v uint64, extra ...string) { metric(d, prometheus.CounterValue, float64(v), extra...) }
+	counter := func(d *prometheus.Desc, v uint64, extra ...string) {
+		metric(d, prometheus.CounterValue, float64(v), extra...)
+	}
 	s := r.Status
 	metric(upDesc, prometheus.GaugeValue, bool01(r.Up()))
 	counter(transitionsDesc, s.LinkUps, "up")
