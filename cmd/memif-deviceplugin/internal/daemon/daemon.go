@@ -343,7 +343,11 @@ func (d *Daemon) goRun(fn func()) {
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(d.PortCollector())
+	if pc, err := d.PortCollector(); err != nil {
+		d.opts.Log.Warn("no per-port metrics", "err", err)
+	} else {
+		reg.MustRegister(pc)
+	}
 	mux.Handle("/metrics", d.metricsHandler(reg))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))

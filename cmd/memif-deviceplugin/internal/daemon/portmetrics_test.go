@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/podresources"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/portmetrics"
 	"github.com/memifnet/memifnet/pkg/memif/portstatus"
 )
 
@@ -40,5 +42,18 @@ func portMetrics(t *testing.T, stateDir string, scrape func() string) {
 	var p expfmt.TextParser
 	if _, err := p.TextToMetricFamilies(strings.NewReader(body)); err != nil {
 		t.Fatalf("the exposition does not parse: %v\n%s", err, body)
+	}
+}
+
+// TestWithPods: a DRA port gets the pod the kubelet says holds its device; a device no pod
+// holds yet, or one the kubelet places in another namespace than its claim, is left out.
+func TestWithPods(t *testing.T) {
+	ports := []portmetrics.Port{{Namespace: "ns", Port: "east", Slot: "dra-slot-000"}, {Namespace: "ns", Port: "west", Slot: "dra-slot-001"},
+		{Namespace: "ns", Port: "x", Slot: "dra-slot-002"}}
+	got, err := withPods(ports, func() (map[string]podresources.PodRef, error) {
+		return map[string]podresources.PodRef{"dra-slot-000": {Namespace: "ns", Name: "rx"}, "dra-slot-002": {Namespace: "other", Name: "y"}}, nil
+	})
+	if err != nil || len(got) != 1 || got[0].Pod != "rx" || got[0].Port != "east" {
+		t.Fatalf("got %+v, %v", got, err)
 	}
 }

@@ -37,9 +37,6 @@ type Driver struct {
 
 	umu       sync.Mutex
 	published map[string]error // the withheld units as last published
-
-	pmu   sync.Mutex
-	podOf map[string]map[string]string // claim UID -> request -> the pod that uses it
 }
 
 // Start registers the driver with the kubelet under the state's KubeletDir (plugins_registry/,

@@ -71,9 +71,7 @@ func (d *Driver) WatchLinks(ctx context.Context, interval time.Duration) {
 func (d *Driver) SyncLinks(ctx context.Context, reported map[string]metav1.Condition) {
 	now := time.Now()
 	live := map[string]bool{}
-	claims := d.state.Prepared()
-	d.resolvePods(ctx, claims)
-	for _, c := range claims {
+	for _, c := range d.state.Prepared() {
 		if !c.Prepared {
 			continue
 		}

@@ -8,14 +8,11 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/portmetrics"
 	"github.com/memifnet/memifnet/pkg/memif/portstatus"
 )
 
@@ -91,30 +88,19 @@ func TestLinkReadyCondition(t *testing.T) {
 	check(1, metav1.ConditionUnknown, ReasonBadStatusFile, "refused")
 }
 
-// TestPortsKnowTheirPods: the per-port metrics name each socket device's pod, found from the
-// claim's consumers and their containers' requests; a consumer replaced under the same name
-// (another UID) is not taken for it.
-func TestPortsKnowTheirPods(t *testing.T) {
+// TestPorts: the per-port metrics get every prepared socket device with its claim's
+// namespace, port and link, in its slot.
+func TestPorts(t *testing.T) {
 	e := newEnv(t)
 	d := e.deviceState(t)
 	c := claim("uid-p", "link", linkAllocs)
-	name := "link"
-	pod := func(podName, uid, request string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: podName, UID: types.UID(uid)},
-			Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "l", ResourceClaimName: &name}},
-				Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "l", Request: request}}}}}}}
-	}
-	c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{
-		{Resource: "pods", Name: "rx", UID: "u-rx"}, {Resource: "pods", Name: "tx", UID: "u-old-tx"}}
-	client := fake.NewClientset(c, pod("rx", "u-rx", "east"), pod("tx", "u-tx", "west"))
-	p := &Driver{state: d, client: client, log: d.opts.Log}
-	ctx := context.Background()
-	if res, err := p.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c}); err != nil || res["uid-p"].Err != nil {
+	p := &Driver{state: d, client: fake.NewClientset(c), log: d.opts.Log}
+	if res, err := p.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c}); err != nil || res["uid-p"].Err != nil {
 		t.Fatalf("prepare: %v %v", err, res["uid-p"].Err)
 	}
-	p.SyncLinks(ctx, map[string]metav1.Condition{})
-	want := []portmetrics.Port{{Namespace: "ns1", Pod: "rx", Port: "east", Slot: "dra-slot-000"}}
-	if got := p.Ports(); len(got) != 1 || got[0].Pod != want[0].Pod || got[0].Port != want[0].Port || got[0].Slot != want[0].Slot || got[0].Link == "" {
-		t.Fatalf("ports %+v, want %+v with the link", got, want)
+	got := p.Ports()
+	if len(got) != 2 || got[0].Namespace != "ns1" || got[0].Port != "east" || got[0].Slot != "dra-slot-000" ||
+		got[1].Port != "west" || got[1].Slot != "dra-slot-001" || got[0].Link == "" || got[0].Link != got[1].Link {
+		t.Fatalf("ports %+v", got)
 	}
 }
