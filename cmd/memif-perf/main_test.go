@@ -252,6 +252,46 @@ func TestServerEchoClientTxRxVerified(t *testing.T) {
 	}
 }
 
+// TestClientEchoForwardsVerified: an echo without --verify sends packets back with the library's
+// Forward (one copy, none for a zero-copy client); a verifying txrx server checks every byte, and
+// chained frames come back whole.
+func TestClientEchoForwardsVerified(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-process run")
+	}
+	for _, zc := range []bool{false, true} {
+		for _, c := range []pairCase{{64, 2048}, {9000, 2048}} {
+			t.Run(fmt.Sprintf("size%d/zero-copy=%v", c.size, zc), func(t *testing.T) {
+				sock := sockName(t)
+				srv := start(t, append(common(sock, c, 2*time.Second), "--role", "server", "--mode", "txrx", "--verify")...)
+				waitListening(t, srv, sock)
+				args := append(common(sock, c, 4*time.Second), "--role", "client", "--mode", "echo")
+				if zc {
+					args = append(args, "--zero-copy")
+				}
+				cli := start(t, args...)
+				sr := srv.wait(t, 30*time.Second)
+				cr := cli.wait(t, 30*time.Second)
+				logBoth(t, "server txrx", sr)
+				logBoth(t, "client echo", cr)
+				if sr.code != 0 || cr.code != 0 {
+					t.Fatalf("exit codes: server %d, client %d, want 0 and 0", sr.code, cr.code)
+				}
+				rx, tx := sr.num(t, "rx_pkts"), sr.num(t, "tx_pkts")
+				if rx == 0 || rx > tx || tx-rx > 4*(512+32+512) {
+					t.Errorf("server sent %v and got back %v", tx, rx)
+				}
+				if v := sr.num(t, "verify_errors"); v != 0 {
+					t.Errorf("verify_errors %v", v)
+				}
+				if er, et := cr.num(t, "rx_pkts"), cr.num(t, "tx_pkts"); er != et || et < rx {
+					t.Errorf("echo received %v and sent %v; server got %v back", er, et, rx)
+				}
+			})
+		}
+	}
+}
+
 // The verification is live end to end: unstamped traffic fails a verifying receiver.
 func TestVerifyFailsOnUnstampedTraffic(t *testing.T) {
 	if testing.Short() {

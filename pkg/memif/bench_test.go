@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/memifnet/memifnet/pkg/alloc"
 	"github.com/memifnet/memifnet/pkg/memif"
+	"github.com/memifnet/memifnet/pkg/memif/internal/release"
 	"github.com/memifnet/memifnet/pkg/memif/memiftest"
 )
 
@@ -200,4 +202,39 @@ func BenchmarkForward(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkEmptyPoll is one RxBurst on an up link with nothing to receive, per role: the cost of
+// a polling receiver's turn, which bounds how late it notices a packet (half a turn on average).
+// Guard is the queue guard's part of it on its own (a compare-and-swap to take it, a store-release
+// to give it back, on a line the core owns), for the echo latency analysis in docs/performance.md.
+func BenchmarkEmptyPoll(b *testing.B) {
+	for _, role := range []string{"client", "server"} {
+		b.Run(role, func(b *testing.B) {
+			srv, cli := memiftest.Pair(b, memif.Config{RingSize: 1024, BufferSize: 2048}, memif.Config{})
+			rx := srv.RxQueue(0)
+			if role == "client" {
+				rx = cli.RxQueue(0)
+			}
+			bufs := make([][]byte, 32)
+			for i := range bufs {
+				bufs[i] = make([]byte, 0, 2048)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if rx.RxBurst(bufs) != 0 {
+					b.Fatal("received a packet nobody sent")
+				}
+			}
+		})
+	}
+	b.Run("guard", func(b *testing.B) {
+		var guard int32
+		for b.Loop() {
+			if !atomic.CompareAndSwapInt32(&guard, 0, 1) {
+				b.Fatal("guard taken")
+			}
+			release.Store32(&guard, 0)
+		}
+	})
 }

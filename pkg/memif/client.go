@@ -145,6 +145,9 @@ func (i *Interface) clientHandshake(ctl *socket.Conn) (_ *connection, err error)
 	}()
 	c.ctl = ctl
 	c.peerApp = hello.Name
+	if pool != nil {
+		c.armZC(i.rx[:numM2S])
+	}
 	if err := c.announce(cfg, log2); err != nil {
 		return nil, err
 	}

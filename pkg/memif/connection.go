@@ -32,6 +32,8 @@ type connection struct {
 
 	brk  *breaker   // ends the connection from the data path (a fault, a bad eventfd)
 	trap *faultTrap // nil when no region can fault
+
+	armed []zcArmed // zero-copy client: M2S rings armed before CONNECT, until attach takes them
 }
 
 type ringInfo struct {
@@ -109,6 +111,7 @@ func (c *connection) close() error {
 			}
 		}
 	}
+	c.returnArmedZC()
 	for _, r := range c.regions {
 		if r != c.pool {
 			errs = append(errs, r.Close())

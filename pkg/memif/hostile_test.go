@@ -594,37 +594,47 @@ func TestHostileServerMessages(t *testing.T) {
 // its rings are 0 = S2M, 1 = M2S.
 func rawServerUntilConnect(t *testing.T, ln *socket.Listener) (*rawPeer, *alloc.Region, [2]ring.Ring) {
 	t.Helper()
+	p, regs, rings := rawServerRegionsUntilConnect(t, ln)
+	return p, regs[0], rings
+}
+
+// rawServerRegionsUntilConnect is rawServerUntilConnect for a client announcing any number of
+// regions (a zero-copy client's pool is region 1); the rings are in region 0.
+func rawServerRegionsUntilConnect(t *testing.T, ln *socket.Listener) (*rawPeer, []*alloc.Region, [2]ring.Ring) {
+	t.Helper()
 	p := acceptRaw(t, ln, goodHello)
 	p.expect(socket.TypeInit)
 	p.send(socket.Ack{}, -1)
-	_ = p.ctl.SetDeadline(time.Now().Add(10 * time.Second))
-	m, fd, err := p.ctl.Recv()
-	if err != nil || fd < 0 {
-		t.Fatalf("ADD_REGION: %v %d", err, fd)
-	}
-	reg, err := alloc.MapRegion(fd, m.(socket.AddRegion).Size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
-	p.send(socket.Ack{}, -1)
+	var regs []*alloc.Region
 	var rings [2]ring.Ring
-	for range 2 {
+	for {
+		_ = p.ctl.SetDeadline(time.Now().Add(10 * time.Second))
 		m, fd, err := p.ctl.Recv()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("waiting for CONNECT: %v", err)
 		}
-		unix.Close(fd)
-		ar := m.(socket.AddRing)
-		r, err := ring.New(reg.Mem[ar.Offset:], ar.Log2RingSize, 64)
-		if err != nil {
-			t.Fatal(err)
+		switch m := m.(type) {
+		case socket.AddRegion:
+			reg, err := alloc.MapRegion(fd, m.Size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { reg.Close() })
+			regs = append(regs, reg)
+		case socket.AddRing:
+			unix.Close(fd)
+			r, err := ring.New(regs[0].Mem[m.Offset:], m.Log2RingSize, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rings[1-m.Flags&1] = r
+		case socket.Connect:
+			return p, regs, rings
+		default:
+			t.Fatalf("got %#v before CONNECT", m)
 		}
-		rings[1-ar.Flags&1] = r
 		p.send(socket.Ack{}, -1)
 	}
-	p.expect(socket.TypeConnect)
-	return p, reg, rings
 }
 
 // TestHostileServerDescriptors: a raw server fills the client's receive ring with bad descriptors

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
 	"github.com/memifnet/memifnet/pkg/socket"
@@ -73,13 +74,13 @@ func Open(cfg Config) (*Interface, error) {
 	for k := range i.rx {
 		i.rx[k] = &RxQueue{index: k}
 		i.rx[k].maxSleep = cfg.MaxSleep
-		i.rx[k].guard.Store(guardDown)
+		atomic.StoreInt32(&i.rx[k].guard, guardDown)
 		i.rx[k].eventfd = -1
 	}
 	i.tx = make([]*TxQueue, cfg.TxQueues)
 	for k := range i.tx {
 		i.tx[k] = &TxQueue{index: k}
-		i.tx[k].guard.Store(guardDown)
+		atomic.StoreInt32(&i.tx[k].guard, guardDown)
 		i.tx[k].eventfd = -1
 	}
 	for _, q := range i.tx {
@@ -253,7 +254,7 @@ func (i *Interface) attach(c *connection) error {
 		q.ringName = fmt.Sprintf("%s ring %d", rxName, k)
 		switch {
 		case q.zc != nil:
-			q.rearmZC(0) // nothing consumed yet: arm the whole ring
+			q.adoptArmedZC(&c.armed[k])
 		case client:
 			// Armed when the connection's memory was made, before CONNECT (newClientConnection),
 			// so that a server may send as soon as its link is up; it may have filled slots

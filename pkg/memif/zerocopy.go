@@ -218,6 +218,57 @@ func (q *TxQueue) reclaimZC() uint16 {
 	return size - (q.cursor - tail)
 }
 
+// zcArmed is a receive ring a zero-copy client armed from its pool share before CONNECT. The
+// buffers are the connection's until attach hands them to the queue, or close gives them back.
+type zcArmed struct {
+	share *zcShare
+	idx   []uint32 // the buffer in slot s
+}
+
+// armZC arms every M2S ring with buffers from its queue's share before the client announces it:
+// a server's link is up once it has CONNECT, and it may send before the client has read
+// CONNECTED (the copy-mode client arms its rings in newClientConnection for the same reason). The
+// queues are parked, so only the share, which the application may be using, needs its lock.
+func (c *connection) armZC(rx []*RxQueue) {
+	c.armed = make([]zcArmed, len(c.m2s))
+	for k, ri := range c.m2s {
+		share := rx[k].zc
+		idx := make([]uint32, ri.r.Size())
+		share.mu.Lock()
+		n := share.free.Get(idx)
+		share.mu.Unlock()
+		for s, b := range idx[:n] {
+			ri.r.Descs[s] = ring.Desc{Region: zcRegionIndex, Length: share.bufSize, Offset: share.free.Offset(b)}
+		}
+		ri.r.StoreHead(uint16(n))
+		c.armed[k] = zcArmed{share: share, idx: idx[:n]}
+	}
+}
+
+// returnArmedZC gives back the buffers of rings armed before CONNECT that no queue took over (the
+// handshake failed, or the interface closed before attach).
+func (c *connection) returnArmedZC() {
+	for k := range c.armed {
+		a := &c.armed[k]
+		a.share.mu.Lock()
+		a.share.free.Put(a.idx)
+		a.share.mu.Unlock()
+		a.idx = nil
+	}
+	c.armed = nil
+}
+
+// adoptArmedZC takes over the slots armed before CONNECT, as the server may already have filled
+// some, and arms any the pool could not fill then. Head is stored again: DPDK's server zeroes head
+// and tail when it gets CONNECT, and leaves the descriptors.
+func (q *RxQueue) adoptArmedZC(a *zcArmed) {
+	copy(q.slots, a.idx)
+	q.head = uint16(len(a.idx))
+	a.idx = nil
+	q.ring.StoreHead(q.head)
+	q.rearmZC(0) // nothing consumed yet
+}
+
 // recoverZC returns the buffers a dead connection's rings held (armed Rx slots, unreleased Tx
 // slots) to the pool. The queue must be parked; the queue pair's owner may still be releasing or
 // allocating meanwhile (that needs no connection), so the share is locked.

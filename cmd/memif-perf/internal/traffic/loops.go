@@ -72,6 +72,10 @@ func (w *worker) runTxRx() {
 }
 
 func (w *worker) runEcho() {
+	if w.r.cfg.forwards() {
+		w.runEchoForward()
+		return
+	}
 	for !w.r.stop.Load() {
 		n := w.receive()
 		if n == 0 {
@@ -95,6 +99,25 @@ func (w *worker) runEcho() {
 			w.ctr.TxPkts.Add(uint64(k))
 			sent += k
 		}
+	}
+}
+
+// runEchoForward echoes through the library's forwarding path, as an application that only
+// sends packets back would: each packet is copied once, from the receive ring's buffer into the
+// transmit ring's (not at all for a zero-copy client, whose queue pair draws on one pool share),
+// where RxBurst and TxBurst copy it twice. Like the verifying echo it waits for room instead of
+// dropping: Forward leaves what the transmit ring cannot take in the receive ring.
+func (w *worker) runEchoForward() {
+	burst := w.r.cfg.Burst
+	for !w.r.stop.Load() {
+		n := w.rxq.Forward(w.txq, burst)
+		if n == 0 {
+			w.rxIdle()
+			continue
+		}
+		w.idle = 0
+		w.ctr.RxPkts.Add(uint64(n))
+		w.ctr.TxPkts.Add(uint64(n))
 	}
 }
 

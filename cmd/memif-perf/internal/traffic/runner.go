@@ -146,14 +146,14 @@ func (r *Runner) Totals() Totals {
 		for q := range ic.RxQueues {
 			s := p.RxQueue(q).Stats()
 			t.Drops += s.Drops
-			if r.cfg.Mode == ModeFwd { // the library counts what Forward moves
+			if r.cfg.forwards() { // the library counts what Forward moves
 				t.RxBytes += s.Bytes
 			}
 		}
 		for q := range ic.TxQueues {
 			s := p.TxQueue(q).Stats()
 			t.Drops += s.Drops
-			if r.cfg.Mode == ModeFwd {
+			if r.cfg.forwards() {
 				t.TxBytes += s.Bytes
 			}
 		}

@@ -94,5 +94,10 @@ type Totals struct {
 	Polls, IdlePolls, TxFull         uint64 // see Counters; complete once the loops have stopped
 }
 
+// forwards says whether the run's loops move packets with the library's Forward, which counts
+// their bytes itself (in the queues' Stats): fwd, and echo without --verify (verifying needs each
+// packet in the application's buffer).
+func (c Config) forwards() bool { return c.Mode == ModeFwd || c.Mode == ModeEcho && !c.Verify }
+
 // VerifyErrors is every packet that failed verification or arrived out of sequence.
 func (t Totals) VerifyErrors() uint64 { return t.Corrupt + t.Lost + t.Late }
