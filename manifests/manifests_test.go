@@ -190,7 +190,7 @@ func TestEveryFileDecodesStrictly(t *testing.T) {
 }
 
 func TestOverlaysBuild(t *testing.T) {
-	for _, dir := range append(overlays, "examples") {
+	for _, dir := range append(overlays, "examples", "dashboards") {
 		t.Run(dir, func(t *testing.T) {
 			objs := build(t, dir)
 			if len(objs) == 0 {

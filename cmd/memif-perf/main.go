@@ -9,6 +9,9 @@
 // verification failed (or a verified run received nothing), 2 usage, 3 link never up, 4 the peer
 // refused the handshake.
 //
+// --metrics ADDR serves the ports' Prometheus metrics (pkg/memif/memifprom: link state, per-queue
+// packets, bytes, drops, ring-full) at http://ADDR/metrics during the run.
+//
 // In a pod wired by memif-cni, --port NAME opens the port memif-cni described in
 // /run/memifnet/*/port.json ($MEMIFNET_DIR overrides the directory) with memif.PortConfig: role,
 // socket, id, secret, mode, queues and sizes then come from port.json, and the flags that would
@@ -74,6 +77,7 @@ func run(args []string) int {
 // flags are the command line, as parsed.
 type flags struct {
 	mode, mac, peerMAC, logLevel, cpuProfile, rxMode   *string
+	metrics                                            *string
 	size, burst, queues, ringSize, bufSize, spins, win *int
 	duration, connectTO                                *time.Duration
 	verify, zeroCopy                                   *bool
@@ -103,6 +107,7 @@ func defineFlags(fs *flag.FlagSet) *flags {
 		peerMAC:    fs.String("peer-mac", "02:00:00:00:00:00", "destination MAC of sent frames (testpmd's default peer address)"),
 		logLevel:   fs.String("log-level", "warn", "library log level: debug, info, warn, error"),
 		cpuProfile: fs.String("cpuprofile", "", "write a pprof CPU profile of the whole run to this file"),
+		metrics:    fs.String("metrics", "", "serve the ports' Prometheus metrics (pkg/memif/memifprom) at http://ADDR/metrics during the run, e.g. :9100"),
 		rxMode:     fs.String("rx-mode", "poll", "how receivers wait: poll (spin), interrupt (sleep on the ring eventfd after each empty poll) or adaptive (sleep after --spins empty polls)"),
 		spins:      fs.Int("spins", 1000, "adaptive mode: empty polls before sleeping"),
 		win:        fs.Int("window", 0, "txrx: packets in flight per queue (0: half the receiving ring; negative: no bound)"),
@@ -171,7 +176,7 @@ func (f *flags) session(fs *flag.FlagSet) (*traffic.Session, error) {
 	}
 	return &traffic.Session{
 		Ports: ports, Traffic: tc,
-		Duration: *f.duration, ConnectTimeout: *f.connectTO,
+		Duration: *f.duration, ConnectTimeout: *f.connectTO, Metrics: *f.metrics,
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}, nil
 }

@@ -86,8 +86,11 @@ type Config struct {
 	Secret string // at most 23 bytes; a server with a secret refuses clients without it
 	Mode   Mode
 
-	Name    string // interface name sent in CONNECT/CONNECTED (default "memif<ID>")
-	AppName string // application name sent in HELLO/INIT (default "memifnet")
+	Name string // interface name sent in CONNECT/CONNECTED (default "memif<ID>")
+	// StatusDir, when set, is where the interface keeps its status file (portstatus.File) up
+	// to date for the node agent: the port's slot. PortConfig sets it to port.json's directory.
+	StatusDir string
+	AppName   string // application name sent in HELLO/INIT (default "memifnet")
 
 	// Queue counts from this side's point of view. A client asks for them and gets at most what
 	// the server offers; a server offers them.

@@ -92,6 +92,12 @@ func Open(cfg Config) (*Interface, error) {
 		}
 		return nil, err
 	}
+	if cfg.StatusDir != "" {
+		if err := i.startStatus(cfg.StatusDir); err != nil {
+			// The node loses its view of the port, the port works: no reason to fail it.
+			i.log.Warn("memif: no port status file", "err", err)
+		}
+	}
 	return i, nil
 }
 

@@ -29,12 +29,6 @@ func OpenPort(s portspec.PortSpec) (*Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memif port %q (%s): %w", s.Name, s.File, err)
 	}
-	if s.File != "" {
-		if err := ifc.startStatus(filepath.Dir(s.File)); err != nil {
-			// The node loses its view of the port, the port works: no reason to fail it.
-			ifc.log.Warn("memif: no port status file", "err", err)
-		}
-	}
 	return ifc, nil
 }
 
@@ -72,6 +66,9 @@ func PortConfig(s portspec.PortSpec) (Config, error) {
 		// Zero-copy is the client's (the side that owns the buffers, as in DPDK and VPP); a
 		// server with zeroCopy in its port.json copies.
 		ZeroCopy: s.ZeroCopy && role == RoleClient,
+	}
+	if s.File != "" {
+		cfg.StatusDir = filepath.Dir(s.File)
 	}
 	if role == RoleServer {
 		cfg.MaxRegionBytes = max(DefaultMaxRegionBytes, clientRegionBytes(s.Queues, s.RingSize, s.BufferSize))

@@ -140,3 +140,25 @@ func TestPortStatusUnwritable(t *testing.T) {
 	}
 	exchange(t, srv, cli)
 }
+
+// TestPortConfigWritesStatus: a port opened with PortConfig and Open, as an application that
+// adjusts the config does (memif-perf), keeps its status file too.
+func TestPortConfigWritesStatus(t *testing.T) {
+	defer memif.SetStatusInterval(20 * time.Millisecond)()
+	addr := memiftest.UniqueSocket()
+	open(t, memif.Config{Role: memif.RoleServer, Socket: addr, RingSize: 64})
+	spec := slotPort(t, addr)
+	cfg, err := memif.PortConfig(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.StatusDir != filepath.Dir(spec.File) {
+		t.Fatalf("StatusDir %q, want port.json's directory %q", cfg.StatusDir, filepath.Dir(spec.File))
+	}
+	cli, err := memif.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	waitStatus(t, cfg.StatusDir, "link up", func(s portstatus.Status) bool { return s.State == portstatus.StateUp })
+}

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -341,7 +342,13 @@ func (d *Daemon) goRun(fn func()) {
 // (every resource is registered with the kubelet).
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler(d.Metrics))
+	reg := prometheus.NewRegistry()
+	if pc, err := d.PortCollector(); err != nil {
+		d.opts.Log.Warn("no per-port metrics", "err", err)
+	} else {
+		reg.MustRegister(pc)
+	}
+	mux.Handle("/metrics", d.metricsHandler(reg))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})

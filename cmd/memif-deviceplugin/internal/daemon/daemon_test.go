@@ -521,6 +521,7 @@ func TestMetricsAndProbes(t *testing.T) {
 			t.Fatalf("metrics lack %q:\n%s", want, body)
 		}
 	}
+	portMetrics(t, e.stateDir, func() string { _, body := get("/metrics"); return body })
 }
 
 func TestBadConfigStopsStart(t *testing.T) {

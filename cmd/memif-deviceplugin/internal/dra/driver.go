@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/memifnet/memifnet/pkg/memif/portstatus"
 )
 
 // Driver serves a DeviceState to the kubelet (the DRA gRPC API, v1 and v1beta1, through
@@ -64,9 +66,10 @@ func Start(ctx context.Context, state *DeviceState, client kubernetes.Interface)
 		return nil, fmt.Errorf("dra: publish resource slices: %w", err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); d.WatchUnits(wctx, opts.RecheckInterval) }()
-	d.stopWatch = func() { cancel(); <-done }
+	var watching sync.WaitGroup
+	watching.Go(func() { d.WatchUnits(wctx, opts.RecheckInterval) })
+	watching.Go(func() { d.WatchLinks(wctx, portstatus.DefaultInterval) })
+	d.stopWatch = func() { cancel(); watching.Wait() }
 	return d, nil
 }
 

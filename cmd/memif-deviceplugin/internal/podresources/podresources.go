@@ -102,3 +102,32 @@ func (c *Client) Run(ctx context.Context, rs []Reclaimer, interval, grace time.D
 		}
 	}
 }
+
+// PodRef names a pod.
+type PodRef struct{ Namespace, Name string }
+
+// DRAPods maps each device of driver that a pod's container holds through a ResourceClaim to
+// that pod (the kubelet's view, by device name: a slot is on one node, in one claim at a time).
+// It needs the kubelet's KubeletPodResourcesDynamicResources (beta, on by default since 1.34);
+// without it the map is empty.
+func (c *Client) DRAPods(ctx context.Context, driver string) (map[string]PodRef, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := c.api.List(ctx, &podresourcesapi.ListPodResourcesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list pod resources: %w", err)
+	}
+	out := map[string]PodRef{}
+	for _, pod := range resp.GetPodResources() {
+		for _, ctr := range pod.GetContainers() {
+			for _, dr := range ctr.GetDynamicResources() {
+				for _, cr := range dr.GetClaimResources() {
+					if cr.GetDriverName() == driver && cr.GetDeviceName() != "" {
+						out[cr.GetDeviceName()] = PodRef{Namespace: pod.GetNamespace(), Name: pod.GetName()}
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}

@@ -28,6 +28,9 @@ type Session struct {
 	Traffic        Config
 	Duration       time.Duration // from link up; 0 = until ctx ends
 	ConnectTimeout time.Duration
+	// Metrics, when set, is the address where the ports' Prometheus metrics are served
+	// (http://Metrics/metrics) for the whole run.
+	Metrics        string
 	Stdout, Stderr io.Writer
 }
 
@@ -41,6 +44,15 @@ func (s *Session) Run(ctx context.Context) int {
 		return ExitUsage
 	}
 	defer closeAll()
+	if s.Metrics != "" {
+		stopMetrics, err := serveMetrics(s.Metrics, ports)
+		if err != nil {
+			fmt.Fprintf(s.Stderr, "memif-perf: %v\n", err)
+			s.summary(Totals{}, 0, nil)
+			return ExitUsage
+		}
+		defer stopMetrics()
+	}
 	runner, err := New(ports, s.Traffic)
 	if err != nil {
 		fmt.Fprintf(s.Stderr, "memif-perf: %v\n", err)

@@ -1,0 +1,75 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/metrics"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/podresources"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/portmetrics"
+	"github.com/memifnet/memifnet/internal/names"
+)
+
+// PortCollector is the per-port metrics of the node's pods: the device plugin's ports from
+// memif-cni's records, the DRA driver's from its prepared claims with each device's pod from
+// the kubelet's PodResources API.
+func (d *Daemon) PortCollector() (prometheus.Collector, error) {
+	pr, err := podresources.New(filepath.Join(d.opts.KubeletDir, names.PodResourcesSocket), d.opts.Log)
+	if err != nil {
+		return nil, err
+	}
+	draPorts := func() ([]portmetrics.Port, error) {
+		p := d.draDriver.Load()
+		if p == nil {
+			return nil, nil
+		}
+		return withPods(p.Ports(), func() (map[string]podresources.PodRef, error) {
+			return pr.DRAPods(context.Background(), d.opts.Config.DRA.Driver())
+		})
+	}
+	return portmetrics.New(filepath.Join(d.opts.StateDir, names.SocketsSubdir),
+		portmetrics.Merge(portmetrics.CNIPorts(d.opts.StateDir), draPorts), d.opts.Log), nil
+}
+
+// withPods fills in each port's pod; a port whose device no pod holds (yet) is left out.
+func withPods(ports []portmetrics.Port, pods func() (map[string]podresources.PodRef, error)) ([]portmetrics.Port, error) {
+	if len(ports) == 0 {
+		return nil, nil
+	}
+	byDevice, err := pods()
+	if err != nil {
+		return nil, fmt.Errorf("port metrics: the DRA ports' pods: %w", err)
+	}
+	out := ports[:0]
+	for _, p := range ports {
+		if ref, ok := byDevice[p.Slot]; ok && ref.Namespace == p.Namespace {
+			p.Pod = ref.Name
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// metricsHandler serves the agent's own families and then the registry's (the per-port
+// metrics) in one text exposition.
+func (d *Daemon) metricsHandler(reg prometheus.Gatherer) http.Handler {
+	own := metrics.Handler(d.Metrics)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		own.ServeHTTP(w, r)
+		fams, err := reg.Gather()
+		if err != nil {
+			d.opts.Log.Warn("metrics: gather", "err", err)
+		}
+		enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
+		for _, f := range fams {
+			if err := enc.Encode(f); err != nil {
+				return
+			}
+		}
+	})
+}

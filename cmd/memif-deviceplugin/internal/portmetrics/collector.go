@@ -1,0 +1,178 @@
+package portmetrics
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/memifnet/memifnet/pkg/memif/portstatus"
+)
+
+// MinInterval is how long one pass over the status files serves scrapes: however often the
+// endpoint is scraped, the files are read at most once per MinInterval.
+const MinInterval = time.Second
+
+// Collector is a prometheus.Collector of every port's status file. The per-port metrics have
+// the names and meaning of pkg/memif/memifprom's, labelled namespace, pod, port and link
+// instead of per queue (a status file sums the queues):
+//
+//	memifnet_port_up                        1 while the link is up (0 when down or the file stale)
+//	memifnet_port_link_transitions_total    link changes, to="up" or "down"
+//	memifnet_port_last_disconnect_info      1, once the link went down: why (a fixed set), last
+//	memifnet_port_{rx,tx}_{packets,bytes}_total
+//	memifnet_port_drops_total, memifnet_port_bad_descriptors_total   direction="rx" or "tx"
+//	memifnet_port_ring_full_total, memifnet_port_rx_no_buffers_total
+//	memifnet_link_up{namespace,link}        1 while both ends of a pod-to-pod link are up
+//	memifnet_port_status_errors_total{reason}  status files that gave no status
+//
+// The numbers are what the pod's application wrote: a pod can lie about its own port, never
+// about another's (the labels come from the node's state, not from the file).
+type Collector struct {
+	slotsDir string
+	ports    Source
+	log      *slog.Logger
+	now      func() time.Time
+
+	mu       sync.Mutex
+	readAt   time.Time
+	readings []Reading
+	last     map[string]string // slot -> the reason of its last reading, to log changes only
+	errors   *prometheus.CounterVec
+}
+
+// New returns a Collector of the status files of the ports that ports lists, in their slots
+// under slotsDir (<state>/sockets).
+func New(slotsDir string, ports Source, log *slog.Logger) *Collector {
+	return &Collector{slotsDir: slotsDir, ports: ports, log: log, now: time.Now, last: map[string]string{},
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "memifnet_port_status_errors_total",
+			Help: "Status files (<slot>/status.json) that gave no status, by why: refused (not a regular file, or too large), invalid, unreadable."},
+			[]string{"reason"})}
+}
+
+var portLabels = []string{"namespace", "pod", "port", "link"}
+
+func desc(name, help string, extra ...string) *prometheus.Desc {
+	return prometheus.NewDesc("memifnet_port_"+name, help, append(append([]string(nil), portLabels...), extra...), nil)
+}
+
+var (
+	upDesc          = desc("up", "Whether the memif link is connected (1) or not (0), as the port's status file says (0 when the file is stale).")
+	transitionsDesc = desc("link_transitions_total", "Link state changes since the port was opened, by the state changed to.", "to")
+	lastDownDesc    = desc("last_disconnect_info", "Why the link last went down (reason from a fixed set); absent until it has.", "reason")
+	rxPacketsDesc   = desc("rx_packets_total", "Packets received.")
+	rxBytesDesc     = desc("rx_bytes_total", "Payload bytes of the packets received.")
+	txPacketsDesc   = desc("tx_packets_total", "Packets queued to the peer.")
+	txBytesDesc     = desc("tx_bytes_total", "Payload bytes of the packets queued to the peer.")
+	dropsDesc       = desc("drops_total", "Packets lost: bad descriptors, too large for the receiver's buffer, or unsendable.", "direction")
+	badDescsDesc    = desc("bad_descriptors_total", "Descriptors from the peer that failed validation.", "direction")
+	ringFullDesc    = desc("ring_full_total", "Transmit bursts cut short by a full ring (zero-copy: or an empty pool).")
+	rxNoBufDesc     = desc("rx_no_buffers_total", "Receive ring refills short of pool buffers (zero-copy).")
+	linkUpDesc      = prometheus.NewDesc("memifnet_link_up", "Whether both ends of a pod-to-pod link on this node are up (1) or not (0).", []string{"namespace", "link"}, nil)
+	allDescs        = []*prometheus.Desc{upDesc, transitionsDesc, lastDownDesc, rxPacketsDesc, rxBytesDesc, txPacketsDesc,
+		txBytesDesc, dropsDesc, badDescsDesc, ringFullDesc, rxNoBufDesc, linkUpDesc}
+)
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range allDescs {
+		ch <- d
+	}
+	c.errors.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range c.Readings() {
+		if r.Reason == "" {
+			collectPort(ch, r)
+		}
+	}
+	for key, up := range links(c.Readings()) {
+		ch <- prometheus.MustNewConstMetric(linkUpDesc, prometheus.GaugeValue, bool01(up), key.namespace, key.link)
+	}
+	c.errors.Collect(ch)
+}
+
+// Readings returns every port's status, read at most MinInterval ago.
+func (c *Collector) Readings() []Reading {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if c.readings != nil && now.Sub(c.readAt) < MinInterval {
+		return c.readings
+	}
+	ports, err := c.ports()
+	if err != nil {
+		c.log.Warn("port metrics: listing the node's ports", "err", err)
+	}
+	rs := make([]Reading, 0, len(ports))
+	seen := map[string]string{}
+	for _, p := range ports {
+		r := Read(c.slotsDir, p, now)
+		rs = append(rs, r)
+		seen[p.Slot] = r.Reason
+		if r.Reason != "" && r.Reason != ReasonMissing {
+			c.errors.WithLabelValues(r.Reason).Inc()
+		}
+		if prev, ok := c.last[p.Slot]; (!ok || prev != r.Reason) && r.Err != nil {
+			c.log.Warn("port metrics: status file gives no status", "namespace", p.Namespace, "pod", p.Pod, "port", p.Port, "reason", r.Reason, "err", r.Err)
+		}
+	}
+	c.last, c.readings, c.readAt = seen, rs, now
+	return rs
+}
+
+func bool01(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func collectPort(ch chan<- prometheus.Metric, r Reading) {
+	labels := []string{r.Namespace, r.Pod, r.Port.Port, r.Link}
+	metric := func(d *prometheus.Desc, t prometheus.ValueType, v float64, extra ...string) {
+		ch <- prometheus.MustNewConstMetric(d, t, v, append(labels[:4:4], extra...)...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, extra ...string) {
+		metric(d, prometheus.CounterValue, float64(v), extra...)
+	}
+	s := r.Status
+	metric(upDesc, prometheus.GaugeValue, bool01(r.Up()))
+	counter(transitionsDesc, s.LinkUps, "up")
+	counter(transitionsDesc, s.LinkDowns, "down")
+	if s.LastDownReason != portstatus.ReasonNone {
+		metric(lastDownDesc, prometheus.GaugeValue, 1, s.LastDownReason)
+	}
+	counter(rxPacketsDesc, s.Rx.Packets)
+	counter(rxBytesDesc, s.Rx.Bytes)
+	counter(txPacketsDesc, s.Tx.Packets)
+	counter(txBytesDesc, s.Tx.Bytes)
+	counter(dropsDesc, s.Rx.Drops, "rx")
+	counter(dropsDesc, s.Tx.Drops, "tx")
+	counter(badDescsDesc, s.Rx.BadDescriptors, "rx")
+	counter(badDescsDesc, s.Tx.BadDescriptors, "tx")
+	counter(ringFullDesc, s.Tx.RingFull)
+	counter(rxNoBufDesc, s.Rx.RingFull)
+}
+
+type linkKey struct{ namespace, link string }
+
+// links is the state of every pod-to-pod link: up when it has two ends and both are up.
+func links(rs []Reading) map[linkKey]bool {
+	ends := map[linkKey][]bool{}
+	for _, r := range rs {
+		if r.Link == "" {
+			continue
+		}
+		k := linkKey{r.Namespace, r.Link}
+		ends[k] = append(ends[k], r.Up())
+	}
+	out := map[linkKey]bool{}
+	for k, e := range ends {
+		out[k] = len(e) == 2 && e[0] && e[1]
+	}
+	return out
+}

@@ -1,0 +1,114 @@
+// Package portmetrics exports the per-port metrics of the memif pods on this node: each port's
+// application reports its link state and counters in <slot>/status.json (pkg/memif/portstatus);
+// the node agent reads those files as hostile input and labels them with what its own state says
+// the slot is (namespace, pod, port, link), never with what the file says.
+package portmetrics
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/memifnet/memifnet/internal/names"
+)
+
+// Port is one pod's port in a socket slot, as the node's own state records it.
+type Port struct {
+	Namespace string
+	Pod       string
+	Port      string
+	Link      string // "" for a host port
+	Slot      string // the slot's directory under <state>/sockets
+}
+
+// Source lists the ports in use on the node.
+type Source func() ([]Port, error)
+
+// maxRecord bounds an attachment record read (a real one is well under 4 KiB).
+const maxRecord = 1 << 20
+
+// attachment is the part of memif-cni's attachment record (cmd/memif-cni/internal/state) that
+// names its ports. The records are root's (<state>/state is not reachable from a pod); the
+// decode is lenient so that fields memif-cni adds later do not break it.
+type attachment struct {
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	Ports     []struct {
+		Name string `json:"name"`
+		Slot string `json:"slot"`
+		Link string `json:"link"`
+	} `json:"ports"`
+}
+
+// CNIPorts lists the device plugin's ports from memif-cni's attachment records under
+// <stateDir>/state/attachments. A record being written or removed meanwhile is skipped.
+func CNIPorts(stateDir string) Source {
+	dir := filepath.Join(stateDir, names.StoreSubdir, "attachments")
+	return func() ([]Port, error) {
+		ents, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("port metrics: list attachments: %w", err)
+		}
+		var out []Port
+		for _, e := range ents {
+			if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".json") {
+				continue
+			}
+			a, err := readAttachment(filepath.Join(dir, e.Name()))
+			if err != nil {
+				continue // removed by a DEL meanwhile, or not ours to judge
+			}
+			for _, p := range a.Ports {
+				if p.Slot == "" || strings.ContainsRune(p.Slot, '/') {
+					continue
+				}
+				out = append(out, Port{Namespace: a.Namespace, Pod: a.Pod, Port: p.Name, Link: p.Link, Slot: p.Slot})
+			}
+		}
+		return out, nil
+	}
+}
+
+func readAttachment(path string) (attachment, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return attachment{}, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxRecord))
+	if err != nil {
+		return attachment{}, err
+	}
+	var a attachment
+	if err := json.Unmarshal(b, &a); err != nil {
+		return attachment{}, err
+	}
+	return a, nil
+}
+
+// Merge lists the ports of every source, sorted by slot; a failing source's error is returned
+// with the ports of the others.
+func Merge(srcs ...Source) Source {
+	return func() ([]Port, error) {
+		var out []Port
+		var errs []error
+		for _, s := range srcs {
+			ps, err := s()
+			out = append(out, ps...)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+		sort.Slice(out, func(a, b int) bool { return out[a].Slot < out[b].Slot })
+		return out, errors.Join(errs...)
+	}
+}
