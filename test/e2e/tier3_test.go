@@ -481,18 +481,26 @@ func (x *tier3) newPairPasses(ctx context.Context, t *testing.T, link string, bu
 	x.kubectl(ctx, t, "delete", "pod", rx, tx, "--wait=true")
 }
 
+// startVerifiedPair starts <name>-rx (east, rx --verify) and <name>-tx (west, tx --verify) on
+// the link <name>-link, 1500 B frames until stopped, and waits until the receiver counts packets.
+func (x *tier3) startVerifiedPair(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	rx, tx, link := name+"-rx", name+"-tx", name+"-link"
+	x.kubectlIn(ctx, t, perfPod(rx, "east", link, "--mode=rx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m")+
+		"---\n"+perfPod(tx, "west", link, "--mode=tx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m"),
+		"apply", "-f", "-")
+	if err := node.Poll(ctx, 2*time.Minute, rx+" receiving", func() (bool, error) {
+		return x.rxProgress(ctx, rx) > 0, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // day2: while a link pair passes verified traffic, the DaemonSet is restarted (kubectl rollout
 // restart) and then its node agent is SIGKILLed; after each, the traffic still flows, the pair
 // keeps its slots and new pods get other slots and pass traffic; the pair ends verified.
 func (x *tier3) day2(ctx context.Context, t *testing.T) {
-	x.kubectlIn(ctx, t, perfPod("day2-rx", "east", "day2-link", "--mode=rx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m")+
-		"---\n"+perfPod("day2-tx", "west", "day2-link", "--mode=tx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m"),
-		"apply", "-f", "-")
-	if err := node.Poll(ctx, 2*time.Minute, "day2-rx receiving", func() (bool, error) {
-		return x.rxProgress(ctx, "day2-rx") > 0, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	x.startVerifiedPair(ctx, t, "day2")
 	busy := x.slotsOf(ctx, t, "day2-rx", "day2-tx")
 	x.logf("day2: day2-rx and day2-tx hold %q and pass traffic", busy)
 

@@ -86,14 +86,7 @@ func (x *tier3) ownDaemonSetRBAC(ctx context.Context, t *testing.T) {
 // installed and deleted with no memif pod on the node, leaves the node as before the install.
 func (x *tier3) uninstall(ctx context.Context, t *testing.T) {
 	x.noLeftovers(ctx, t, "before the uninstall")
-	x.kubectlIn(ctx, t, perfPod("uninst-rx", "east", "uninst-link", "--mode=rx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m")+
-		"---\n"+perfPod("uninst-tx", "west", "uninst-link", "--mode=tx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m"),
-		"apply", "-f", "-")
-	if err := node.Poll(ctx, 2*time.Minute, "uninst-rx receiving", func() (bool, error) {
-		return x.rxProgress(ctx, "uninst-rx") > 0, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	x.startVerifiedPair(ctx, t, "uninst")
 	x.deleteK(ctx, t, "manifests/")
 	if types := conflistTypes(t); !slices.Equal(types, []string{"bridge"}) {
 		t.Fatalf("after kubectl delete -k manifests/ the conflist chains %q, want only bridge", types)

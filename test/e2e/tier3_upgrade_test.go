@@ -47,14 +47,7 @@ func (x *tier3) upgrade(ctx context.Context, t *testing.T) {
 		x.c.KubectlCmd(cctx, "delete", "resourceclaim", "--ignore-not-found", "--wait=true", "--timeout=60s", "up-dra").Run()
 		x.draRestore(cctx, t) // the chained install again, with the first image
 	})
-	x.kubectlIn(ctx, t, perfPod("up-rx", "east", "up-link", "--mode=rx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m")+
-		"---\n"+perfPod("up-tx", "west", "up-link", "--mode=tx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m"),
-		"apply", "-f", "-")
-	if err := node.Poll(ctx, 2*time.Minute, "up-rx receiving", func() (bool, error) {
-		return x.rxProgress(ctx, "up-rx") > 0, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	x.startVerifiedPair(ctx, t, "up")
 	containers := x.containerIDs(ctx, t, "up-rx", "up-tx")
 	name, uid, _ := x.agentPod(ctx, t)
 	x.logf("upgrade: up-rx/up-tx pass traffic; node agent %s runs the installed image", name)

@@ -71,22 +71,14 @@ func TestWatcherSeesDeletion(t *testing.T) {
 	defer cancel()
 	client := fake.NewClientset(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "memifnet-system", Name: "memifnet-node", UID: "u1"}})
 	w := Start(ctx, client, "memifnet-system", "memifnet-node", slog.Default())
-	for w.ownUID() == "" { // the first GET, in the background
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, "the first GET of the DaemonSet", func() bool { return w.ownUID() != "" })
 	if gone, why := w.Uninstalling(ctx); gone {
 		t.Fatalf("before the deletion: uninstall (%s)", why)
 	}
 	if err := client.AppsV1().DaemonSets("memifnet-system").Delete(ctx, "memifnet-node", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for w.known() == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("the watch did not report the deletion in 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, "the watch reporting the deletion", func() bool { return w.known() != "" })
 	// Now the API server is unreachable (the client answers nothing useful): the watch decided.
 	client.PrependReactor("get", "daemonsets", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("connection refused")
@@ -107,9 +99,7 @@ func TestWatcherUpgradeIsNoUninstall(t *testing.T) {
 	ds.Spec.Template.Spec.Containers = []corev1.Container{{Name: "deviceplugin", Image: "localhost/memifnet/memifnet:v1"}}
 	client := fake.NewClientset(ds)
 	w := Start(ctx, client, "memifnet-system", "memifnet-node", slog.Default())
-	for w.ownUID() == "" { // the first GET, in the background
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, "the first GET of the DaemonSet", func() bool { return w.ownUID() != "" })
 	dss := client.AppsV1().DaemonSets("memifnet-system")
 	up := ds.DeepCopy()
 	up.Generation = 2
@@ -132,14 +122,21 @@ func TestWatcherUpgradeIsNoUninstall(t *testing.T) {
 	if err := dss.Delete(ctx, "memifnet-node", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for w.known() == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("the watch did not report the deletion in 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, "the watch reporting the deletion", func() bool { return w.known() != "" })
 	if why := w.known(); why != "DaemonSet deleted" {
 		t.Errorf("first reason recorded %q, want %q: an update of the DaemonSet was taken for an uninstall", why, "DaemonSet deleted")
+	}
+}
+
+// waitUntil polls cond (the watcher works in the background and signals nothing a test could
+// wait on) and fails the test if it is not true within 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
