@@ -149,8 +149,8 @@ func (r *Ring) LoadTail() uint16 { return uint16(atomic.LoadUint32(r.tail) >> ta
 // that load-acquires the new value. Client only.
 func (r *Ring) StoreHead(v uint16) { store16((*uint16)(unsafe.Add(r.hdr, offHead)), v) }
 
-// PublishHead is StoreHead followed by a full barrier, in one instruction where the machine has
-// one (amd64 XCHG): for a producer that reads MASK_INT next (see Fence).
+// PublishHead is StoreHead followed by a full barrier (on amd64 a locked add on the stack, see
+// store_amd64.s): for a producer that reads MASK_INT next (see Fence).
 func (r *Ring) PublishHead(v uint16) { storeSync16((*uint16)(unsafe.Add(r.hdr, offHead)), v) }
 
 // PublishTail is StoreTail followed by a full barrier; see PublishHead.

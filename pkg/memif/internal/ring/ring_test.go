@@ -2,7 +2,9 @@ package ring
 
 import (
 	"encoding/binary"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -123,4 +125,44 @@ func TestPublishOrdering(t *testing.T) {
 		r.StoreTail(tail)
 	}
 	<-done
+}
+
+// TestPublishIsFullBarrier is the store-buffering litmus test for the interrupt hand-shake: each
+// side publishes its index and then reads the other's. x86-TSO (and arm64) let a load overtake an
+// earlier store, so with a plain store both sides can read the other's old value, which is the
+// lost wake-up PublishHead/PublishTail exist to prevent. With a full barrier that outcome is
+// forbidden. (With StoreHead in place of PublishHead the outcome shows up within a few thousand
+// rounds on the 2-CPU CI machine.)
+func TestPublishIsFullBarrier(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 || runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs")
+	}
+	a, _ := New(shm(t, Size(4, 64)), 4, 64)
+	b, _ := New(shm(t, Size(4, 64)), 4, 64)
+	const rounds = 200000
+	var doneA, doneB atomic.Uint32
+	var sawA, sawB [rounds]bool // whether each side saw the other's store of that round
+	side := func(mine, other *Ring, myDone, otherDone *atomic.Uint32, saw *[rounds]bool, tail bool) {
+		for k := uint32(1); k <= rounds; k++ {
+			for otherDone.Load() < k-1 {
+			}
+			if tail {
+				mine.PublishTail(uint16(k))
+				saw[k-1] = other.LoadHead() == uint16(k)
+			} else {
+				mine.PublishHead(uint16(k))
+				saw[k-1] = other.LoadTail() == uint16(k)
+			}
+			myDone.Store(k)
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { side(&a, &b, &doneA, &doneB, &sawA, false) })
+	wg.Go(func() { side(&b, &a, &doneB, &doneA, &sawB, true) })
+	wg.Wait()
+	for k := range rounds {
+		if !sawA[k] && !sawB[k] {
+			t.Fatalf("round %d: each side read the other's index from before its publish (store-load reordering)", k+1)
+		}
+	}
 }

@@ -19,10 +19,18 @@ TEXT ·fence(SB), NOSPLIT, $0-0
 	RET
 
 // func storeSync16(addr *uint16, v uint16)
-// XCHG with a memory operand is implicitly locked: a store and a full barrier in one instruction,
-// cheaper than MOVW followed by MFENCE.
+// A plain MOVW and then a locked add of zero to our own stack (Linux's smp_mb on x86-64): a store
+// and a full barrier. Not XCHG on the index, although that is one instruction: a locked
+// instruction on the index line can only ask for that line once the earlier stores (descriptor,
+// payload) have drained, so the peer's copies of both are taken away one after the other; the
+// plain MOVW lets the CPU fetch all of them at once, and the locked add on a line no other core
+// touches then only waits for that. Measured (BenchmarkPingPongCrossCore, 4 interleaved rounds):
+// a round trip 730 -> 615 ns. 0(SP) is this function's return address: adding zero to it
+// atomically changes nothing, and no other thread writes this goroutine's stack.
 TEXT ·storeSync16(SB), NOSPLIT, $0-10
 	MOVQ addr+0(FP), AX
 	MOVW v+8(FP), BX
-	XCHGW BX, (AX)
+	MOVW BX, (AX)
+	LOCK
+	ADDL $0, 0(SP)
 	RET
