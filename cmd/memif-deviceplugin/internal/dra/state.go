@@ -80,6 +80,7 @@ type Options struct {
 // DeviceState prepares and unprepares claims. It is safe for concurrent use.
 type DeviceState struct {
 	opts  Options
+	m     *metrics
 	links linkdir.Dirs
 	ckpt  checkpoint
 	slots map[string]device.Unit // the driver's socket slots by name
@@ -119,6 +120,7 @@ func NewDeviceState(opts Options) (*DeviceState, error) {
 		return nil, err
 	}
 	d.claims = claims
+	d.m = newMetrics()
 	if len(claims) > 0 {
 		opts.Log.Info("dra: claims prepared before the restart", "claims", len(claims))
 		if err := d.rebaseLinks(); err != nil {
@@ -180,7 +182,8 @@ type Result struct {
 // Prepare prepares the claim's devices on this node. A claim already prepared gets the same
 // result again (the kubelet repeats Prepare after its own restart); a half-prepared one is
 // undone and prepared anew. Bad parameters fail before any side effect, naming the field.
-func (d *DeviceState) Prepare(claim *resourceapi.ResourceClaim) (Result, error) {
+func (d *DeviceState) Prepare(claim *resourceapi.ResourceClaim) (_ Result, err error) {
+	defer func(start time.Time) { d.m.observe(opPrepare, start, err) }(time.Now())
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	id := fmt.Sprintf("claim %s/%s", claim.Namespace, claim.Name)
@@ -334,12 +337,15 @@ func (d *DeviceState) result(c PreparedClaim) Result {
 
 func (d *DeviceState) scrub(dev PreparedDevice) error {
 	var err error
+	pool := ""
 	switch dev.Kind {
 	case KindSocket:
 		err = d.opts.Slots.Scrub(dev.Name)
 	case KindHugepage:
+		pool = d.units[dev.Name].Name
 		err = d.units[dev.Name].Units.Scrub(dev.Name)
 	}
+	d.m.scrubFailed(dev.Kind, pool, err)
 	if err != nil {
 		return fmt.Errorf("scrub %s: %w", dev.Name, err)
 	}
@@ -349,7 +355,8 @@ func (d *DeviceState) scrub(dev PreparedDevice) error {
 // Unprepare undoes Prepare: the CDI spec goes, every device is scrubbed (a slot gets a fresh
 // tmpfs, so the link mount and anything the pods left go with the old one), and the link's
 // directory is unmounted. A claim the driver does not know is already unprepared.
-func (d *DeviceState) Unprepare(uid string) error {
+func (d *DeviceState) Unprepare(uid string) (err error) {
+	defer func(start time.Time) { d.m.observe(opUnprepare, start, err) }(time.Now())
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	c, ok := d.claims[uid]

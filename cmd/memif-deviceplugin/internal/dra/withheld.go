@@ -32,6 +32,7 @@ func (d *DeviceState) Refill() []string {
 			case err == nil:
 				back = append(back, id)
 			case !errors.Is(err, device.ErrWithheld):
+				d.m.scrubFailed(KindHugepage, p.Name, err)
 				d.opts.Log.Warn("dra: refill a withheld unit", "unit", id, "err", err)
 			}
 		}
