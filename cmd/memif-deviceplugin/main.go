@@ -65,6 +65,7 @@ func run() error {
 	}
 	slog.SetDefault(opts.Log)
 	opts.Log.Info("memif-deviceplugin starting", "version", version)
+	opts.Version = version
 
 	opts.Config = config.Default()
 	if cfgPath != "" {

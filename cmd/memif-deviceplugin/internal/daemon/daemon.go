@@ -9,18 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -31,7 +27,6 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/dra"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/events"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/metrics"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/numa"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/podresources"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/pools"
@@ -63,6 +58,8 @@ type Options struct {
 	// CNIBinDir is the node's CNI bin directory: at an uninstall with no memif pod left on the
 	// node, the agent removes memif-cni's binaries from it. Empty: they stay.
 	CNIBinDir string
+	// Version is the agent's build, the version label of memifnet_build_info.
+	Version string
 
 	HealthInterval  time.Duration // device checks
 	ReclaimInterval time.Duration // PodResources polls
@@ -342,13 +339,7 @@ func (d *Daemon) goRun(fn func()) {
 // (every resource is registered with the kubelet).
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
-	reg := prometheus.NewRegistry()
-	if pc, err := d.PortCollector(); err != nil {
-		d.opts.Log.Warn("no per-port metrics", "err", err)
-	} else {
-		reg.MustRegister(pc)
-	}
-	mux.Handle("/metrics", d.metricsHandler(reg))
+	mux.Handle("/metrics", d.metricsHandler(d.registry()))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
@@ -360,50 +351,4 @@ func (d *Daemon) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	return mux
-}
-
-// Metrics collects the metric families at scrape time.
-func (d *Daemon) Metrics() []metrics.Family {
-	const p = "memifnet_deviceplugin_"
-	fam := func(name, help, typ string) *metrics.Family {
-		return &metrics.Family{Name: p + name, Help: help, Type: typ}
-	}
-	alloc := fam("allocations_total", "Container allocations served.", "counter")
-	scrubs := fam("scrubs_total", "Devices scrubbed, by where the scrub ran.", "counter")
-	scrubErr := fam("scrub_errors_total", "Scrubs that failed.", "counter")
-	devs := fam("devices", "Devices by health.", "gauge")
-	dirty := fam("devices_dirty", "Devices handed out and not yet scrubbed.", "gauge")
-	withheld := fam("devices_withheld", "Pool units out of service while a previous tenant holds their old file.", "gauge")
-	regs := fam("registrations_total", "Successful registrations with the kubelet.", "counter")
-	registered := fam("registered", "1 when the resource is registered with the kubelet.", "gauge")
-	bytes := fam("pool_bytes", "Hugepage memory held by pool units.", "gauge")
-	for i, r := range d.resources {
-		st := r.Stats()
-		l := []string{"resource", r.Name()}
-		alloc.Samples = append(alloc.Samples, metrics.Sample{Labels: l, Value: float64(st.Allocations)})
-		scrubs.Samples = append(scrubs.Samples,
-			metrics.Sample{Labels: append(l[:2:2], "mode", "allocate"), Value: float64(st.SyncScrubs)},
-			metrics.Sample{Labels: append(l[:2:2], "mode", "background"), Value: float64(st.BackgroundScrub)})
-		scrubErr.Samples = append(scrubErr.Samples, metrics.Sample{Labels: l, Value: float64(st.ScrubErrors)})
-		devs.Samples = append(devs.Samples,
-			metrics.Sample{Labels: append(l[:2:2], "health", "healthy"), Value: float64(st.Healthy)},
-			metrics.Sample{Labels: append(l[:2:2], "health", "unhealthy"), Value: float64(st.Unhealthy)})
-		dirty.Samples = append(dirty.Samples, metrics.Sample{Labels: l, Value: float64(st.Dirty)})
-		withheld.Samples = append(withheld.Samples, metrics.Sample{Labels: l, Value: float64(st.Withheld)})
-		regs.Samples = append(regs.Samples, metrics.Sample{Labels: l, Value: float64(d.servers[i].Registrations())})
-		v := 0.0
-		if d.servers[i].Registered() {
-			v = 1
-		}
-		registered.Samples = append(registered.Samples, metrics.Sample{Labels: l, Value: v})
-	}
-	for _, pp := range d.pools {
-		byNode := pp.Bytes()
-		for _, node := range slices.Sorted(maps.Keys(byNode)) {
-			b := byNode[node]
-			bytes.Samples = append(bytes.Samples, metrics.Sample{
-				Labels: []string{"resource", pp.Resource(), "numa_node", strconv.Itoa(node)}, Value: float64(b)})
-		}
-	}
-	return []metrics.Family{*alloc, *scrubs, *scrubErr, *devs, *dirty, *withheld, *regs, *registered, *bytes}
 }

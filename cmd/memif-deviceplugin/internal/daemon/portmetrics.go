@@ -3,13 +3,10 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/metrics"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/podresources"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/portmetrics"
 	"github.com/memifnet/memifnet/internal/names"
@@ -53,23 +50,4 @@ func withPods(ports []portmetrics.Port, pods func() (map[string]podresources.Pod
 		}
 	}
 	return out, nil
-}
-
-// metricsHandler serves the agent's own families and then the registry's (the per-port
-// metrics) in one text exposition.
-func (d *Daemon) metricsHandler(reg prometheus.Gatherer) http.Handler {
-	own := metrics.Handler(d.Metrics)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		own.ServeHTTP(w, r)
-		fams, err := reg.Gather()
-		if err != nil {
-			d.opts.Log.Warn("metrics: gather", "err", err)
-		}
-		enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
-		for _, f := range fams {
-			if err := enc.Encode(f); err != nil {
-				return
-			}
-		}
-	})
 }
