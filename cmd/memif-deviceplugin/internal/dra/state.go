@@ -278,14 +278,13 @@ func (d *DeviceState) wireSlot(plan PreparedClaim, dev PreparedDevice, p ports.P
 	if dev.Status.HostSocket == "" {
 		return nil
 	}
-	// The host side of a host port, for the node's data plane: the files memif-cni writes for
-	// its host ports, by the same generator, beside theirs.
+	// The host side of a host port, for the node's data plane: the description and the ready
+	// configs memif-cni writes for its host ports, by the same writer, beside theirs.
 	return peerconf.WriteHost(d.hostDesc(dev.Name), peerconf.HostSide(spec, dev.Status.HostSocket, dev.Name, pod))
 }
 
 // hostDesc is the host-port description path of slot, beside which the host side's files go
-// (<state>/state/host-ports/<slot>.json; the description itself is memif-cni's, the claim status
-// has its fields).
+// (<state>/state/host-ports/<slot>.json, as for memif-cni's host ports).
 func (d *DeviceState) hostDesc(slot string) string {
 	return filepath.Join(d.opts.StateDir, names.StoreSubdir, names.HostPortsSubdir, slot+".json")
 }
