@@ -409,7 +409,8 @@ func (r *Resource) Reclaim(ctx context.Context, inUse map[string]bool, listedAt 
 		}
 		// Wait out a health check or an Allocate; an Allocate in between makes the entry differ.
 		l.Lock()
-		if cur, dirty := r.led.Dirty(id); dirty && cur == e {
+		// A device whose scrub failed is the health check's to retry: each failure counts once.
+		if cur, dirty := r.led.Dirty(id); dirty && cur == e && r.scrubFailure(id) == nil {
 			err := r.p.Scrub(id)
 			switch {
 			case errors.Is(err, device.ErrWithheld):
