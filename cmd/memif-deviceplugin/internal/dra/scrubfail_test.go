@@ -106,3 +106,56 @@ func TestUnprepareWithUnscrubbableSlot(t *testing.T) {
 		t.Fatalf("Prepare after the slot came back: %v", err)
 	}
 }
+
+// TestUnprepareWithUnscrubbableUnit: the same for a hugepage unit of a real pool, whose name a
+// directory that is not empty has taken by Unprepare: the unit leaves the slices (and is not
+// withheld), the rest of the pool stays; once the directory is gone the recheck makes the unit
+// again and it prepares.
+func TestUnprepareWithUnscrubbableUnit(t *testing.T) {
+	e := newEnv(t)
+	pool := withRealPool(t, e, 2)
+	d := e.deviceState(t)
+	client := fake.NewClientset()
+	pub := &publisher{}
+	p := &Driver{state: d, client: client, log: d.opts.Log, publish: pub.publish}
+	ctx := context.Background()
+	if err := p.publishUnits(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const bad = "drapool-n0-000"
+	a := claim("uid-a", "a", []alloc{{"port", "dra-slot-000"}, {"mem", bad}})
+	if _, err := d.Prepare(a); err != nil {
+		t.Fatal(err)
+	}
+	path := pool.Path(bad)
+	for _, err := range []error{os.Remove(path), os.Mkdir(path, 0o755), os.Mkdir(filepath.Join(path, "x"), 0o755)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if un, err := p.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: "uid-a"}}); err != nil || un["uid-a"] != nil {
+		t.Fatalf("unprepare with an unscrubbable unit: %v %v", err, un)
+	}
+	if pub.has(bad) || !pub.has("drapool-n0-001") || !pub.has("dra-slot-000") {
+		t.Errorf("published slices: %s present %v, others %v %v; want it alone left out", bad, pub.has(bad), pub.has("drapool-n0-001"), pub.has("dra-slot-000"))
+	}
+	if w := d.Withheld(); len(w) != 0 {
+		t.Errorf("withheld %v, want none (the scrub failed, no tenant holds the unit)", w)
+	}
+	if evs := eventsOf(t, client, events.ReasonScrubFailed); len(evs) != 1 || !strings.Contains(evs[0].Message, bad) {
+		t.Errorf("scrub failed events: %+v", evs)
+	}
+	if err := os.RemoveAll(path); err != nil {
+		t.Fatal(err)
+	}
+	p.SyncUnits(ctx)
+	if !pub.has(bad) || len(eventsOf(t, client, events.ReasonRecovered)) != 1 {
+		t.Fatalf("after the cause is gone: in the slices %v, events %+v", pub.has(bad), eventsOf(t, client, events.ReasonRecovered))
+	}
+	if _, err := d.Prepare(claim("uid-b", "b", []alloc{{"mem", bad}})); err != nil {
+		t.Fatalf("Prepare after the unit came back: %v", err)
+	}
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() || fi.Size() != 4<<20 {
+		t.Errorf("the unit after it came back: %v %v", fi, err)
+	}
+}
