@@ -80,17 +80,18 @@ func (r Recorder) Withheld(ctx context.Context, before, now map[string]error) {
 
 // ScrubFailed records an Event per device out of service in now (its scrub failed) and not in
 // before, with the error, and per device in before that is back in service now. backend says
-// whose device it is ("device plugin", "DRA").
+// whose device it is ("device plugin memifnet.io/socket", "DRA"). The messages begin
+// "device <id> ", as the withheld ones begin "unit <id> " (kubectl memifnet node keys on it).
 func (r Recorder) ScrubFailed(ctx context.Context, backend string, before, now map[string]error) {
 	for _, id := range slices.Sorted(maps.Keys(now)) {
 		if before[id] == nil {
 			r.Record(ctx, corev1.EventTypeWarning, ReasonScrubFailed,
-				fmt.Sprintf("%s device %s is out of service until a retried scrub works: %v", backend, id, now[id]))
+				fmt.Sprintf("device %s (%s) is out of service until a retried scrub works: %v", id, backend, now[id]))
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(before)) {
 		if now[id] == nil {
-			r.Record(ctx, corev1.EventTypeNormal, ReasonRecovered, backend+" device "+id+" is back in service: a retried scrub worked")
+			r.Record(ctx, corev1.EventTypeNormal, ReasonRecovered, "device "+id+" ("+backend+") is back in service: a retried scrub worked")
 		}
 	}
 }
