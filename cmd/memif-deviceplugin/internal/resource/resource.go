@@ -138,8 +138,9 @@ func (r *Resource) setHealth(id string, err error) bool {
 // repair rebuilds a damaged device that is not handed out (scrub makes a new one), and returns
 // nil when that worked, else the damage. A handed-out device is left alone: a pod may be using
 // it. A withheld device is retried even when dirty: it has no file a pod could use, and the
-// provider refuses the retry cheaply until what it needs is back; made again, it is clean. The
-// caller holds the device's lock.
+// provider refuses the retry cheaply until what it needs is back; made again, it is clean. A
+// rebuild whose scrub fails takes the device out of service as any failed scrub does. The caller
+// holds the device's lock.
 func (r *Resource) repair(id string, damage error) error {
 	e, dirty := r.led.Dirty(id)
 	withheld := errors.Is(damage, device.ErrWithheld)
@@ -150,7 +151,11 @@ func (r *Resource) repair(id string, damage error) error {
 		if errors.Is(err, device.ErrWithheld) {
 			return err
 		}
-		return fmt.Errorf("%w; rebuilding it failed: %v", damage, err)
+		err = fmt.Errorf("%w; rebuilding it failed: %w", damage, err)
+		if errors.Is(err, device.ErrScrubFailed) {
+			r.scrubFailed(id, err) // the health check retries the scrub from now on
+		}
+		return err
 	}
 	if err := r.p.Check(id); err != nil {
 		return err

@@ -221,7 +221,8 @@ func must(t *testing.T, err error) {
 
 // TestScrubFailureTakesDeviceOutOfService breaks a dirty slot's scrub for real (its device-info
 // path is a directory the scrub cannot remove, or its mount point is a file no tmpfs can go on),
-// with the scrub run in the background (Reclaim) or inside Allocate. The slot goes out of
+// with the scrub run in the background (Reclaim), inside Allocate, or by the health check
+// rebuilding a clean slot it found damaged (its tmpfs gone). The slot goes out of
 // service: unhealthy in the device list (watchers woken), refused by Allocate with the reason,
 // counted, its previous tenant's file never handed out. Every health check scrubs it again; while
 // the cause is there it stays out, once it is gone the slot is clean and healthy and allocates
@@ -248,11 +249,17 @@ func TestScrubFailureTakesDeviceOutOfService(t *testing.T) {
 			},
 			fix: func(t *testing.T, e *env) { must(t, os.Remove(e.slot(id))) }},
 	} {
-		for _, where := range []string{"reclaim", "allocate"} {
+		for _, where := range []string{"reclaim", "allocate", "health check"} {
+			if where == "health check" && !brk.tenantGone {
+				continue // a check finds nothing wrong with the slot itself
+			}
 			t.Run(brk.name+"/"+where, func(t *testing.T) {
 				e := newEnv(t, ids)
 				must(t, os.WriteFile(filepath.Join(e.slot(id), "port.json"), []byte("old tenant"), 0o644))
 				led, _ := ledger.Open(filepath.Join(e.root, "ledger"), ids) // every slot dirty
+				if where == "health check" {
+					led.Clean(id, led.DirtyIDs()[id].AllocatedAt) // a free slot: rebuilt when damaged
+				}
 				r, err := resource.New(e.provider, led, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 				must(t, err)
 				brk.brk(t, e)
@@ -269,6 +276,8 @@ func TestScrubFailureTakesDeviceOutOfService(t *testing.T) {
 					if failure == nil || !strings.Contains(failure.Error(), brk.want) {
 						t.Fatalf("Allocate with a failing scrub: %v, want an error containing %q", failure, brk.want)
 					}
+				case "health check":
+					r.CheckHealth()
 				}
 				select {
 				case <-changed:
