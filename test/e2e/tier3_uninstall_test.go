@@ -46,8 +46,10 @@ func (x *tier3) nodeAsBefore(ctx context.Context, t *testing.T, before cluster.S
 			return false, err
 		}
 		after = s
+		// The state dir may stay (empty), and what was in it before the install (a reused
+		// machine's earlier run) may be gone: the uninstall empties it.
 		changed = slices.DeleteFunc(before.ChangedUnder(after, t3StateDir, cluster.CNIBinDir, cluster.CNIConfDir),
-			func(d string) bool { return d == "+path "+t3StateDir })
+			func(d string) bool { return d == "+path "+t3StateDir || strings.HasPrefix(d, "-path "+t3StateDir+"/") })
 		return len(changed) == 0 && after.HugepagesFree >= before.HugepagesFree, nil
 	})
 	if err != nil {
