@@ -20,9 +20,9 @@ import (
 // deleted (a StatefulSet restarts what exits), printing verified counters every second.
 const statefulSetExample = "manifests/examples/statefulset-link.yaml"
 
-// ordinal: the example's two StatefulSets of 3 with link "nf-{ordinal}" pair replica i with replica i, each
-// pair with verified traffic; scaled to 4, the new pair links too and the old ones keep going. A
-// bare pod using {ordinal} without the StatefulSet's index label is refused at apply.
+// ordinal: the example's two StatefulSets of 3 with link "nf-{ordinal}" pair replica i with
+// replica i, each pair with verified traffic; scaled to 4, the new pair links too and the old ones
+// keep going. A bare pod using {ordinal} without the StatefulSet's index label is refused at apply.
 func (x *tier3) ordinal(ctx context.Context, t *testing.T) {
 	x.webhookReady(ctx, t)
 	msg := x.refused(ctx, t, "ord-bare", annotationOnlyPod("ord-bare", "p", `p@ord-{ordinal}`),
