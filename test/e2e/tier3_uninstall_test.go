@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,7 +30,7 @@ func (x *tier3) snapshot(t *testing.T) cluster.Snapshot {
 	return s
 }
 
-// nodeAsBefore waits (30 s at most: the agent cleans as it stops, HugePages_Free is the
+// nodeAsBefore waits (60 s at most: the agent cleans as it stops, HugePages_Free is the
 // machine's) until the node is as the snapshot before the install had it: no mount and no file
 // under the state dir, the CNI bin and conf dirs as they were (memif-cni's binaries and its
 // conflist entry gone), and at least as many free hugepages. The state dir itself may stay,
@@ -39,19 +40,22 @@ func (x *tier3) nodeAsBefore(ctx context.Context, t *testing.T, before cluster.S
 	t.Helper()
 	var changed []string
 	var after cluster.Snapshot
-	err := node.Poll(ctx, 30*time.Second, "the node as before the install", func() (bool, error) {
+	err := node.Poll(ctx, 60*time.Second, "the node as before the install", func() (bool, error) {
 		s, err := cluster.TakeSnapshot()
 		if err != nil {
 			return false, err
 		}
 		after = s
+		// The state dir may stay (empty), and what was in it before the install (a reused
+		// machine's earlier run) may be gone: the uninstall empties it.
 		changed = slices.DeleteFunc(before.ChangedUnder(after, t3StateDir, cluster.CNIBinDir, cluster.CNIConfDir),
-			func(d string) bool { return d == "+path "+t3StateDir })
+			func(d string) bool { return d == "+path "+t3StateDir || strings.HasPrefix(d, "-path "+t3StateDir+"/") })
 		return len(changed) == 0 && after.HugepagesFree >= before.HugepagesFree, nil
 	})
 	if err != nil {
-		t.Fatalf("%s: %v: HugePages_Free %d (before the install %d); changed under %s, %s, %s:\n  %s", what, err,
+		x.errorf(t, "%s: %v: HugePages_Free %d (before the install %d); changed under %s, %s, %s:\n  %s", what, err,
 			after.HugepagesFree, before.HugepagesFree, t3StateDir, cluster.CNIBinDir, cluster.CNIConfDir, strings.Join(changed, "\n  "))
+		t.FailNow()
 	}
 	x.logf("uninstall: %s the node is as before the install: no mount or file under %s, %s and %s as they were, HugePages_Free %d (before %d)",
 		what, t3StateDir, cluster.CNIBinDir, cluster.CNIConfDir, after.HugepagesFree, before.HugepagesFree)
@@ -89,12 +93,13 @@ func (x *tier3) uninstall(ctx context.Context, t *testing.T) {
 	x.startVerifiedPair(ctx, t, "uninst")
 	x.deleteK(ctx, t, "manifests/")
 	if types := conflistTypes(t); !slices.Equal(types, []string{"bridge"}) {
-		t.Fatalf("after kubectl delete -k manifests/ the conflist chains %q, want only bridge", types)
+		x.errorf(t, "after kubectl delete -k manifests/ the conflist chains %q, want only bridge", types)
+		t.FailNow()
 	}
 	x.logf("uninstall: memif-cni is out of %s", cluster.Conflist)
 	x.trafficFlows(ctx, t, "uninst-rx", "after kubectl delete -k manifests/ (the pair keeps its slots and units)")
 	if ms, err := testutil.Mounts(t3StateDir); err != nil || len(ms) != 0 {
-		t.Errorf("after kubectl delete -k manifests/ the node still has mounts under %s: %q %v", t3StateDir, ms, err)
+		x.errorf(t, "after kubectl delete -k manifests/ the node still has mounts under %s: %q %v", t3StateDir, ms, err)
 	}
 	x.kubectl(ctx, t, "delete", "pod", "uninst-rx", "uninst-tx", "--wait=true")
 	// What the pair's DELs need stays: memif-cni's binaries (and, as memif-cni is out of the
@@ -103,7 +108,7 @@ func (x *tier3) uninstall(ctx context.Context, t *testing.T) {
 	left := x.installed.ChangedUnder(x.snapshot(t), cluster.CNIBinDir)
 	want := []string{"+path " + cluster.CNIBinDir + "/memif-cni", "+path " + cluster.CNIBinDir + "/" + names.PodInfoHelper}
 	if slices.Sort(left); !slices.Equal(left, want) {
-		t.Errorf("after the pair went, changed under %s: %q, want %q", cluster.CNIBinDir, left, want)
+		x.errorf(t, "after the pair went, changed under %s: %q, want %q", cluster.CNIBinDir, left, want)
 	}
 	devinfo, _ := filepath.Glob(filepath.Join(t3DevInfoDir, "cni", "memifnet-*"))
 	for _, f := range devinfo {
@@ -117,6 +122,14 @@ func (x *tier3) uninstall(ctx context.Context, t *testing.T) {
 	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
 	x.deleteK(ctx, t, "manifests/overlays/dra/")
 	x.nodeAsBefore(ctx, t, x.installed, "after kubectl delete -k manifests/overlays/dra/")
+}
+
+// errorf fails the test with a message that the test's last line says again (tier3.failure).
+func (x *tier3) errorf(t *testing.T, format string, a ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, a...)
+	x.failure += msg + "\n"
+	t.Error(msg)
 }
 
 // deleteK runs `kubectl delete -k dir` and waits until the node agent's pod is gone.

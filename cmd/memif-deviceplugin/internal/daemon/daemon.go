@@ -294,15 +294,17 @@ func (d *Daemon) startDRA(ctx context.Context) error {
 	}
 	d.draDriver.Store(p)
 	rec := events.Recorder{Client: client, Node: d.opts.NodeName, Component: d.opts.Config.DRA.Driver(), Log: d.opts.Log}
-	d.goRun(func() { d.reportWithheld(ctx, rec) })
+	d.goRun(func() { d.reportDevices(ctx, rec) })
 	d.opts.Log.Info("dra: kubelet plugin started", "driver", d.opts.Config.DRA.Driver(), "node", d.opts.NodeName)
 	return nil
 }
 
-// reportWithheld records an Event when a unit of the device plugin's pools is withheld or back
-// (the DRA driver reports its own), checking every health interval until ctx ends.
-func (d *Daemon) reportWithheld(ctx context.Context, rec events.Recorder) {
+// reportDevices records an Event when a unit of the device plugin's pools is withheld or back, and
+// when a device plugin device goes out of service for a failed scrub or is back (the DRA driver
+// reports its own), checking every health interval until ctx ends.
+func (d *Daemon) reportDevices(ctx context.Context, rec events.Recorder) {
 	prev := make([]map[string]error, len(d.pools))
+	prevFailed := make([]map[string]error, len(d.resources))
 	t := time.NewTicker(d.opts.HealthInterval)
 	defer t.Stop()
 	for {
@@ -315,6 +317,11 @@ func (d *Daemon) reportWithheld(ctx context.Context, rec events.Recorder) {
 			now := pp.Withheld()
 			rec.Withheld(ctx, prev[i], now)
 			prev[i] = now
+		}
+		for i, r := range d.resources {
+			now := r.ScrubFailures()
+			rec.ScrubFailed(ctx, "device plugin "+r.Name(), prevFailed[i], now)
+			prevFailed[i] = now
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
 	"golang.org/x/sys/unix"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
@@ -494,7 +495,9 @@ func TestLostStateScrubsNothingHeld(t *testing.T) {
 
 func TestMetricsAndProbes(t *testing.T) {
 	e := newEnv(t, 1)
-	d, _ := start(t, e.options(t, 2))
+	o := e.options(t, 2)
+	o.Version = "v9.9.9-test"
+	d, _ := start(t, o)
 	srv := httptest.NewServer(d.Handler())
 	defer srv.Close()
 	get := func(path string) (int, string) {
@@ -512,13 +515,27 @@ func TestMetricsAndProbes(t *testing.T) {
 	allocate(t, e.kubelet.Dial(t, reg.Endpoint), []string{"slot-001"})
 	_, body := get("/metrics")
 	for _, want := range []string{
+		`memifnet_build_info{version="v9.9.9-test"} 1`,
 		`memifnet_deviceplugin_allocations_total{resource="memifnet.io/socket"} 1`,
-		`memifnet_deviceplugin_devices{resource="memifnet.io/socket",health="healthy"} 2`,
+		`memifnet_deviceplugin_devices{health="healthy",resource="memifnet.io/socket"} 2`,
+		`memifnet_deviceplugin_devices_dirty{resource="memifnet.io/socket"} 1`,
+		`memifnet_deviceplugin_devices_free{resource="memifnet.io/socket"} 1`,
+		`memifnet_deviceplugin_devices_scrub_failed{resource="memifnet.io/socket"} 0`,
 		`memifnet_deviceplugin_registered{resource="memifnet.io/socket"} 1`,
 		`# TYPE memifnet_deviceplugin_scrubs_total counter`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("metrics lack %q:\n%s", want, body)
+		}
+	}
+	// The whole exposition parses, and the runtime's and the process's families are there.
+	fams, err := new(expfmt.TextParser).TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("exposition does not parse: %v\n%s", err, body)
+	}
+	for _, want := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_open_fds", "process_resident_memory_bytes"} {
+		if fams[want] == nil {
+			t.Errorf("metrics lack the family %s", want)
 		}
 	}
 	portMetrics(t, e.stateDir, func() string { _, body := get("/metrics"); return body })

@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"encoding/json"
-	"io"
-	"log/slog"
 	"maps"
 	"os"
 	"regexp"
@@ -13,24 +11,37 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/portmetrics"
 	"github.com/memifnet/memifnet/pkg/memif/memifprom"
 )
 
 const dashboardFile = "../../../../manifests/dashboards/memifnet.json"
 
 // exported is every metric name the node agent's /metrics and the library's collector can
-// serve: the agent's own families as Metrics returns them, and the descriptors of the
-// collectors (whose label vectors have no samples until a port or an error is there).
+// serve: what a daemon with the DRA driver enabled gathers, and the descriptors of the
+// collectors whose label vectors have no series until a port, a request or an error is there.
 func exported(t *testing.T) map[string]bool {
+	e := newEnv(t, 1)
+	o := e.options(t, 2)
+	o.NodeName, o.Config.DRA.Enabled, o.Config.DRA.SocketSlots = "node-a", true, 2
+	d, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	names := map[string]bool{}
-	for _, f := range (&Daemon{}).Metrics() {
-		names[f.Name] = true
+	fams, err := d.registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		names[f.GetName()] = true
+	}
+	pc, err := d.PortCollector()
+	if err != nil {
+		t.Fatal(err)
 	}
 	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
 	ch := make(chan *prometheus.Desc, 100)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, c := range []prometheus.Collector{portmetrics.New(t.TempDir(), portmetrics.CNIPorts(t.TempDir()), log), memifprom.New()} {
+	for _, c := range []prometheus.Collector{d.dra, pc, memifprom.New()} {
 		c.Describe(ch)
 	}
 	close(ch)

@@ -29,6 +29,8 @@ var (
 		"Healthy devices not handed out: what the kubelet can allocate now.", []string{"resource"}, nil)
 	withheldDesc = prometheus.NewDesc(dpPrefix+"devices_withheld",
 		"Pool units out of service while a previous tenant holds their old file.", []string{"resource"}, nil)
+	scrubFailedDesc = prometheus.NewDesc(dpPrefix+"devices_scrub_failed",
+		"Devices out of service because their scrub failed, until a retried scrub works.", []string{"resource"}, nil)
 	regsDesc = prometheus.NewDesc(dpPrefix+"registrations_total",
 		"Successful registrations with the kubelet.", []string{"resource"}, nil)
 	registeredDesc = prometheus.NewDesc(dpPrefix+"registered",
@@ -42,7 +44,7 @@ type devicePluginCollector struct{ d *Daemon }
 
 func (c devicePluginCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{allocDesc, scrubDesc, scrubErrDesc, devsDesc, dirtyDesc, freeDesc,
-		withheldDesc, regsDesc, registeredDesc, poolBytesDesc} {
+		withheldDesc, scrubFailedDesc, regsDesc, registeredDesc, poolBytesDesc} {
 		ch <- d
 	}
 }
@@ -63,6 +65,7 @@ func (c devicePluginCollector) Collect(ch chan<- prometheus.Metric) {
 		m(dirtyDesc, gauge, float64(st.Dirty), name)
 		m(freeDesc, gauge, float64(r.Free()), name)
 		m(withheldDesc, gauge, float64(st.Withheld), name)
+		m(scrubFailedDesc, gauge, float64(st.ScrubFailed), name)
 		m(regsDesc, counter, float64(c.d.servers[i].Registrations()), name)
 		v := 0.0
 		if c.d.servers[i].Registered() {

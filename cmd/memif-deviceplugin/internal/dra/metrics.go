@@ -17,16 +17,17 @@ const (
 
 // Device states, the state label of memifnet_dra_devices.
 const (
-	devUsed     = "used"     // in a claim the driver holds (prepared, or half prepared)
-	devFree     = "free"     // in the slices and in no claim
-	devWithheld = "withheld" // out of the slices: a previous tenant holds its old file
+	devUsed     = "used"         // in a claim the driver holds (prepared, or half prepared)
+	devFree     = "free"         // in the slices and in no claim
+	devWithheld = "withheld"     // out of the slices: a previous tenant holds its old file
+	devFailed   = "scrub_failed" // out of the slices: its scrub failed, until a retried scrub works
 )
 
 var (
 	preparedDesc = prometheus.NewDesc("memifnet_dra_prepared_claims",
 		"Claims the DRA driver holds as prepared on this node.", nil, nil)
 	devicesDesc = prometheus.NewDesc("memifnet_dra_devices",
-		"The DRA driver's devices by type (socket, hugepage), hugepage pool and state (used, free, withheld).",
+		"The DRA driver's devices by type (socket, hugepage), hugepage pool and state (used, free, withheld, scrub_failed).",
 		[]string{"type", "pool", "state"}, nil)
 )
 
@@ -112,20 +113,22 @@ func (d *DeviceState) Collect(ch chan<- prometheus.Metric) {
 	d.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(preparedDesc, prometheus.GaugeValue, float64(prepared))
 
-	withheld := d.Withheld()
+	withheld, failed := d.Withheld(), d.ScrubFailures()
 	count := func(kind, pool string, units []device.Unit) {
-		n := map[string]int{devUsed: 0, devFree: 0, devWithheld: 0}
+		n := map[string]int{devUsed: 0, devFree: 0, devWithheld: 0, devFailed: 0}
 		for _, u := range units {
 			switch {
 			case used[u.ID]:
 				n[devUsed]++
 			case withheld[u.ID] != nil:
 				n[devWithheld]++
+			case failed[u.ID] != nil:
+				n[devFailed]++
 			default:
 				n[devFree]++
 			}
 		}
-		for _, st := range []string{devUsed, devFree, devWithheld} {
+		for _, st := range []string{devUsed, devFree, devWithheld, devFailed} {
 			ch <- prometheus.MustNewConstMetric(devicesDesc, prometheus.GaugeValue, float64(n[st]), kind, pool, st)
 		}
 	}

@@ -40,14 +40,16 @@ func TestMetrics(t *testing.T) {
 # HELP memifnet_dra_prepared_claims Claims the DRA driver holds as prepared on this node.
 # TYPE memifnet_dra_prepared_claims gauge
 memifnet_dra_prepared_claims 1
-# HELP memifnet_dra_devices The DRA driver's devices by type (socket, hugepage), hugepage pool and state (used, free, withheld).
+# HELP memifnet_dra_devices The DRA driver's devices by type (socket, hugepage), hugepage pool and state (used, free, withheld, scrub_failed).
 # TYPE memifnet_dra_devices gauge
 memifnet_dra_devices{pool="",state="free",type="socket"} 1
 memifnet_dra_devices{pool="",state="used",type="socket"} 3
 memifnet_dra_devices{pool="",state="withheld",type="socket"} 0
+memifnet_dra_devices{pool="",state="scrub_failed",type="socket"} 0
 memifnet_dra_devices{pool="drapool",state="free",type="hugepage"} 1
 memifnet_dra_devices{pool="drapool",state="used",type="hugepage"} 1
 memifnet_dra_devices{pool="drapool",state="withheld",type="hugepage"} 0
+memifnet_dra_devices{pool="drapool",state="scrub_failed",type="hugepage"} 0
 # HELP memifnet_dra_requests_total Prepare and Unprepare of one claim, by operation (prepare, unprepare) and result (success, error).
 # TYPE memifnet_dra_requests_total counter
 memifnet_dra_requests_total{operation="prepare",result="error"} 1
@@ -82,14 +84,16 @@ memifnet_dra_requests_total{operation="unprepare",result="success"} 2
 		}
 	}
 	compare(t, reg, `
-# HELP memifnet_dra_devices The DRA driver's devices by type (socket, hugepage), hugepage pool and state (used, free, withheld).
+# HELP memifnet_dra_devices The DRA driver's devices by type (socket, hugepage), hugepage pool and state (used, free, withheld, scrub_failed).
 # TYPE memifnet_dra_devices gauge
 memifnet_dra_devices{pool="",state="free",type="socket"} 4
 memifnet_dra_devices{pool="",state="used",type="socket"} 0
 memifnet_dra_devices{pool="",state="withheld",type="socket"} 0
+memifnet_dra_devices{pool="",state="scrub_failed",type="socket"} 0
 memifnet_dra_devices{pool="drapool",state="free",type="hugepage"} 2
 memifnet_dra_devices{pool="drapool",state="used",type="hugepage"} 0
 memifnet_dra_devices{pool="drapool",state="withheld",type="hugepage"} 0
+memifnet_dra_devices{pool="drapool",state="scrub_failed",type="hugepage"} 0
 `, "memifnet_dra_devices")
 }
 
