@@ -63,6 +63,10 @@ type Options struct {
 	// CNIBinDir is the node's CNI bin directory: at an uninstall with no memif pod left on the
 	// node, the agent removes memif-cni's binaries from it. Empty: they stay.
 	CNIBinDir string
+	// StateParentDir is the host directory holding StateDir (/var/lib), mounted apart from
+	// StateDir's own volume: an uninstall removes the emptied state dir through it (from inside
+	// its own volume it is a mount point). Empty: the empty state dir stays at an uninstall.
+	StateParentDir string
 
 	HealthInterval  time.Duration // device checks
 	ReclaimInterval time.Duration // PodResources polls
