@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/ports"
 )
 
 // What the manifests must say: the shared names from internal/names (docs/design.md), the rest
@@ -939,5 +940,54 @@ func checkDRAPolicies(t *testing.T, objs []any) {
 	}
 	for name := range covers {
 		t.Errorf("no policy %s", name)
+	}
+}
+
+// examples/statefulset-link.yaml: replica i of nf-a (server) and replica i of nf-b (client) resolve
+// their one port to the same link nf-i, the pods run hardened and ask for nothing (the webhook adds
+// the resources), and all six fit on a 2-core node with the agent. Tier 3's Ordinal step runs it.
+func TestStatefulSetExample(t *testing.T) {
+	b, err := os.ReadFile("examples/statefulset-link.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]string{}
+	var sets []any
+	for i, doc := range strings.Split(string(b), "\n---\n") {
+		o := decode(t, fmt.Sprintf("examples/statefulset-link.yaml #%d", i+1), []byte(doc))
+		ss, ok := o.(*appsv1.StatefulSet)
+		if !ok {
+			t.Fatalf("document %d: %T, want a StatefulSet", i+1, o)
+		}
+		sets = append(sets, ss)
+		checkPodSpecs(t, &corev1.Pod{Spec: ss.Spec.Template.Spec})
+		for _, c := range ss.Spec.Template.Spec.Containers {
+			if _, asks := c.Resources.Limits[corev1.ResourceName(names.SocketResource)]; asks {
+				t.Errorf("%s: asks for %s itself; the webhook adds it", ss.Name, names.SocketResource)
+			}
+		}
+		if _, err := ports.Parse(ss.Spec.Template.Annotations[names.PortsAnnotation]); err == nil {
+			t.Errorf("%s: the annotation parses without the pod's labels: no {ordinal}", ss.Name)
+		}
+		for _, ord := range []string{"0", "2", "3"} {
+			ps, err := ports.ParseForPod(ss.Spec.Template.Annotations[names.PortsAnnotation], map[string]string{names.PodIndexLabel: ord})
+			if err != nil || len(ps) != 1 || ps[0].Link != "nf-"+ord {
+				t.Fatalf("%s replica %s: ports %+v, %v; want one port on link nf-%s", ss.Name, ord, ps, err, ord)
+			}
+			roles[ss.Name] = ps[0].Role
+		}
+	}
+	if want := map[string]string{"nf-a": "server", "nf-b": "client"}; !reflect.DeepEqual(roles, want) {
+		t.Errorf("roles %v, want %v", roles, want)
+	}
+	var pods []any
+	for _, o := range sets {
+		ss := o.(*appsv1.StatefulSet)
+		for range *ss.Spec.Replicas {
+			pods = append(pods, &corev1.Pod{Spec: ss.Spec.Template.Spec})
+		}
+	}
+	if sum := cpuRequests(build(t, ".")) + cpuRequests(pods); sum > 2000 {
+		t.Errorf("CPU requests %dm with the node agent's: more than a 2-core node", sum)
 	}
 }

@@ -1,6 +1,7 @@
 package peerconf
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -51,23 +52,58 @@ func RemoveSlot(slot *safefs.Dir) error {
 	return apply(slot, slotFiles(Files{}), 0)
 }
 
-// WriteHost writes the host side's files beside the host port's description desc
-// (state/host-ports/<slot>.json, in the agent's state directory, which no pod reaches), with
-// the description's mode (they carry the secret too).
+// HostPort is a host port's description, <slot>.json beside the host side's files: for a host
+// data plane (VPP, DPDK, a program of its own) that reads one JSON file rather than one of the
+// ready configs. Role is the host's role; Socket is the socket as the node sees it.
+type HostPort struct {
+	Socket     string `json:"socket"`
+	Role       string `json:"role"`
+	ID         uint32 `json:"id"`
+	Mode       string `json:"mode"`
+	Secret     string `json:"secret,omitempty"`
+	Queues     int    `json:"queues"`
+	RingSize   int    `json:"ringSize"`
+	BufferSize int    `json:"bufferSize"`
+	Namespace  string `json:"namespace"`
+	Pod        string `json:"pod"`
+	Port       string `json:"port"`
+}
+
+// hostPort is the description of the host side s.
+func hostPort(s Side) HostPort {
+	ns, pod, _ := strings.Cut(s.Pod, "/")
+	p := s.Spec
+	return HostPort{Socket: p.Socket, Role: p.Role, ID: p.ID, Mode: p.Mode, Secret: p.Secret, Queues: p.Queues,
+		RingSize: p.RingSize, BufferSize: p.BufferSize, Namespace: ns, Pod: pod, Port: p.Name}
+}
+
+// WriteHost writes a host port's host side: the description desc (state/host-ports/<slot>.json,
+// in the agent's state directory, which no pod reaches) and the ready configs beside it, all with
+// mode 0600 (they carry the secret). memif-cni and the DRA driver both write host ports through
+// it. The description goes last and RemoveHost takes it first, so that a data plane which waits
+// for <slot>.json finds the other files complete beside it.
 func WriteHost(desc string, s Side) error {
 	f, err := Generate(s)
 	if err != nil {
 		return fmt.Errorf("host side of %s: %w", desc, err)
+	}
+	b, err := json.MarshalIndent(hostPort(s), "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", desc, err)
 	}
 	d, err := safefs.MkdirAllOpen(filepath.Dir(desc), 0o755)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	return apply(d, hostFiles(desc, f), 0o600)
+	if err := apply(d, hostFiles(desc, f), 0o600); err != nil {
+		return err
+	}
+	return d.WriteFile(filepath.Base(desc), append(b, '\n'), 0o600, safefs.WriteOptions{})
 }
 
-// RemoveHost removes the host side's files beside desc; missing ones are no error.
+// RemoveHost removes the host side: the description desc and the files beside it; missing ones
+// are no error.
 func RemoveHost(desc string) error {
 	d, err := safefs.Open(filepath.Dir(desc))
 	if errors.Is(err, os.ErrNotExist) {
@@ -77,6 +113,9 @@ func RemoveHost(desc string) error {
 		return err
 	}
 	defer d.Close()
+	if err := d.Remove(filepath.Base(desc)); err != nil {
+		return err
+	}
 	return apply(d, hostFiles(desc, Files{}), 0)
 }
 

@@ -1,10 +1,13 @@
 package peerconf
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -107,19 +110,21 @@ func TestWriteSlotHostile(t *testing.T) {
 	}
 }
 
-// TestWriteHost: the host side's files land beside the description, 0600 (they hold the secret),
-// and RemoveHost takes them all; a second removal is no error.
+// TestWriteHost: the description and the host side's files land in host-ports, 0600 (they hold
+// the secret); the description says the host's end; RemoveHost takes them all, and a second
+// removal is no error.
 func TestWriteHost(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state", "host-ports")
 	desc := filepath.Join(dir, "slot-003.json")
 	pod := linkSpec()
 	pod.Link, pod.Peer, pod.Socket = "", portspec.PeerHost, "/run/memifnet/slot-003/memif.sock"
+	pod.Secret = "s3cret"
 	host := HostSide(pod, "/var/lib/memifnet/sockets/slot-003/memif.sock", "slot-003", "ns/p")
 	if err := WriteHost(desc, host); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"slot-003.dpdk.app-args", "slot-003.dpdk.args", "slot-003.env", "slot-003.vpp.cli"}
-	if got := listDir(t, dir); len(got) != len(want) {
+	want := []string{"slot-003.dpdk.app-args", "slot-003.dpdk.args", "slot-003.env", "slot-003.json", "slot-003.vpp.cli"}
+	if got := listDir(t, dir); !slices.Equal(got, want) {
 		t.Fatalf("host-ports holds %v, want %v", got, want)
 	}
 	for _, n := range want {
@@ -132,16 +137,24 @@ func TestWriteHost(t *testing.T) {
 	if env["MEMIF_SOCKET"] != host.Spec.Socket || env["MEMIF_ROLE"] != "server" {
 		t.Errorf("host env: %v", env)
 	}
-	if err := os.WriteFile(desc, []byte("{}"), 0o600); err != nil {
+	var got HostPort
+	dec := json.NewDecoder(strings.NewReader(mustRead(t, desc)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil {
 		t.Fatal(err)
+	}
+	wantDesc := HostPort{Socket: host.Spec.Socket, Role: "server", ID: pod.ID, Mode: pod.Mode, Secret: "s3cret", Queues: pod.Queues,
+		RingSize: pod.RingSize, BufferSize: pod.BufferSize, Namespace: "ns", Pod: "p", Port: pod.Name}
+	if got != wantDesc {
+		t.Errorf("description %+v, want %+v", got, wantDesc)
 	}
 	for range 2 {
 		if err := RemoveHost(desc); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := listDir(t, dir); len(got) != 1 || got[0] != "slot-003.json" {
-		t.Fatalf("host-ports holds %v after RemoveHost, want only the description (its caller removes it)", got)
+	if got := listDir(t, dir); len(got) != 0 {
+		t.Fatalf("host-ports holds %v after RemoveHost, want nothing", got)
 	}
 	if err := RemoveHost(filepath.Join(t.TempDir(), "gone", "slot-1.json")); err != nil {
 		t.Fatalf("RemoveHost in a missing directory: %v", err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -526,6 +527,15 @@ func (x *tier3) draHostPort(ctx context.Context, t *testing.T, devs []resourcev1
 	if hp["MEMIF_ROLE"] != "server" || hp["MEMIF_SOCKET"] != st.HostSocket || hp["MEMIF_POD"] != "default/"+pod ||
 		hp["MEMIF_ID"] != fmt.Sprint(spec.ID) || hp["MEMIF_QUEUES"] != "2" || hp["MEMIF_DPDK_DEVICE"] == "" || hp["MEMIF_VPP_INTERFACE"] == "" {
 		t.Fatalf("host side of %s: %v; want the server on %s for pod default/%s, id %d, 2 queues, with DPDK and VPP files", slot, hp, st.HostSocket, pod, spec.ID)
+	}
+	// The description, found as a data plane finds a device-plugin host port's (by pod, in
+	// host-ports/*.json), says the same.
+	d := hostPort(ctx, t, pod)
+	secret, _ := d["secret"].(string)
+	num := func(v any) string { f, _ := v.(float64); return strconv.FormatFloat(f, 'f', -1, 64) }
+	if d["socket"] != st.HostSocket || d["role"] != "server" || d["port"] != "vswitch" || num(d["id"]) != hp["MEMIF_ID"] ||
+		num(d["queues"]) != "2" || secret != hp["MEMIF_SECRET"] {
+		t.Fatalf("description of DRA host port %s: %v; want what %s.env says: %v", slot, d, slot, hp)
 	}
 	args := []string{"--role", hp["MEMIF_ROLE"], "--socket", hp["MEMIF_SOCKET"], "--id", hp["MEMIF_ID"], "--queues", hp["MEMIF_QUEUES"],
 		"--ring-size", hp["MEMIF_RING_SIZE"], "--buffer-size", hp["MEMIF_BUFFER_SIZE"],

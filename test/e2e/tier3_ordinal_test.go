@@ -12,80 +12,45 @@ import (
 	"time"
 
 	"github.com/memifnet/memifnet/internal/names"
-	"github.com/memifnet/memifnet/test/e2e/cluster"
 	"github.com/memifnet/memifnet/test/e2e/node"
 )
 
-// ordinalSet is a StatefulSet of annotation-only memif-perf pods whose one port is on link
-// ord-{ordinal}: replica i of ord-a and replica i of ord-b share link ord-i. They run until
-// deleted (a StatefulSet restarts what exits), printing verified counters every second; the CPU
-// limit keeps eight polling pods from starving the cluster's two cores.
-func ordinalSet(name, role string, args ...string) string {
-	quoted := make([]string, 0, len(args)+1)
-	for _, a := range append([]string{"--port=p", "--duration=0", "--connect-timeout=3m"}, args...) {
-		quoted = append(quoted, fmt.Sprintf("%q", a))
-	}
-	return fmt.Sprintf(`apiVersion: apps/v1
-kind: StatefulSet
-metadata:
-  name: %[1]s
-spec:
-  replicas: 3
-  serviceName: %[1]s
-  podManagementPolicy: Parallel
-  selector: {matchLabels: {app: %[1]s}}
-  template:
-    metadata:
-      labels: {app: %[1]s}
-      annotations:
-        memifnet.io/ports: '[{"name":"p","link":"ord-{ordinal}","role":"%[2]s"}]'
-    spec:
-      automountServiceAccountToken: false
-      terminationGracePeriodSeconds: 1
-      securityContext: {runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: {type: RuntimeDefault}}
-      containers:
-        - name: perf
-          image: %[3]s
-          imagePullPolicy: Never
-          command: ["/usr/local/bin/memif-perf"]
-          args: [%[4]s]
-          securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: ["ALL"]}}
-          resources: {requests: {cpu: 10m, memory: 64Mi}, limits: {cpu: 100m, memory: 64Mi}}
-`, name, role, cluster.Image, strings.Join(quoted, ", "))
-}
+// statefulSetExample is two StatefulSets of 3 annotation-only memif-perf pods whose one port is
+// on link nf-{ordinal}: replica i of nf-a and replica i of nf-b share link nf-i. They run until
+// deleted (a StatefulSet restarts what exits), printing verified counters every second.
+const statefulSetExample = "manifests/examples/statefulset-link.yaml"
 
-// ordinal: two StatefulSets of 3 with link "ord-{ordinal}" pair replica i with replica i, each
-// pair with verified traffic; scaled to 4, the new pair links too and the old ones keep going. A
-// bare pod using {ordinal} without the StatefulSet's index label is refused at apply.
+// ordinal: the example's two StatefulSets of 3 with link "nf-{ordinal}" pair replica i with
+// replica i, each pair with verified traffic; scaled to 4, the new pair links too and the old ones
+// keep going. A bare pod using {ordinal} without the StatefulSet's index label is refused at apply.
 func (x *tier3) ordinal(ctx context.Context, t *testing.T) {
 	x.webhookReady(ctx, t)
 	msg := x.refused(ctx, t, "ord-bare", annotationOnlyPod("ord-bare", "p", `p@ord-{ordinal}`),
 		`metadata.annotations[memifnet.io/ports]: port 0 (p): field "link": link "ord-{ordinal}" uses {ordinal} but the pod has no label `+names.PodIndexLabel)
 	x.logf("ordinal: refused: %s", msg)
-	x.kubectlIn(ctx, t, ordinalSet("ord-a", "server", "--mode=rx", "--verify", "--rx-mode=interrupt")+"---\n"+
-		ordinalSet("ord-b", "client", "--mode=tx", "--verify"), "apply", "-f", "-")
+	x.kubectl(ctx, t, "apply", "-f", statefulSetExample)
 	start := time.Now()
 	for i := range 3 {
 		x.ordinalPair(ctx, t, i)
 	}
 	x.logf("ordinal: 3 pairs linked with verified traffic in %.1fs", time.Since(start).Seconds())
 	start = time.Now()
-	x.kubectl(ctx, t, "scale", "statefulset", "ord-a", "ord-b", "--replicas=4")
+	x.kubectl(ctx, t, "scale", "statefulset", "nf-a", "nf-b", "--replicas=4")
 	for i := range 4 {
 		x.ordinalPair(ctx, t, i)
 	}
 	x.logf("ordinal: scaled to 4: pair 3 linked and all 4 verified in %.1fs", time.Since(start).Seconds())
-	x.kubectl(ctx, t, "delete", "statefulset", "ord-a", "ord-b", "--cascade=foreground", "--wait=true", "--timeout=2m")
+	x.kubectl(ctx, t, "delete", "-f", statefulSetExample, "--cascade=foreground", "--wait=true", "--timeout=2m")
 	x.noLeftovers(ctx, t, "after the StatefulSets")
 }
 
-// ordinalPair checks replica i of both sets: the annotation pinned to link ord-i with its link
-// label, and ord-a-i receiving verified traffic from ord-b-i (verify_errors=0 and its count
-// rising), ord-b-i sending.
+// ordinalPair checks replica i of both sets: the annotation pinned to link nf-i with its link
+// label, and nf-a-i receiving verified traffic from nf-b-i (verify_errors=0 and its count
+// rising), nf-b-i sending.
 func (x *tier3) ordinalPair(ctx context.Context, t *testing.T, i int) {
 	t.Helper()
-	link := "ord-" + strconv.Itoa(i)
-	for _, set := range []string{"ord-a", "ord-b"} {
+	link := "nf-" + strconv.Itoa(i)
+	for _, set := range []string{"nf-a", "nf-b"} {
 		name := fmt.Sprintf("%s-%d", set, i)
 		x.running(ctx, t, name)
 		p := x.pod(ctx, t, name)
@@ -93,7 +58,7 @@ func (x *tier3) ordinalPair(ctx context.Context, t *testing.T, i int) {
 			t.Fatalf("%s: annotation %q labels %v: want link %s pinned and labelled", name, a, p.Labels, link)
 		}
 	}
-	rx, tx := fmt.Sprintf("ord-a-%d", i), fmt.Sprintf("ord-b-%d", i)
+	rx, tx := fmt.Sprintf("nf-a-%d", i), fmt.Sprintf("nf-b-%d", i)
 	first := x.perfCounter(ctx, t, rx, "rx_pkts", 1)
 	then := x.perfCounter(ctx, t, rx, "rx_pkts", first+1)
 	sent := x.perfCounter(ctx, t, tx, "tx_pkts", 1)

@@ -43,6 +43,9 @@ type tier3 struct {
 	logf func(string, ...any)
 	// installed is the host before the Install step, for the Uninstall step.
 	installed cluster.Snapshot
+	// failure is a failed check's message, said again as the test's last line: the cluster's
+	// logs dumped after a failure would otherwise bury it (CI shows the end of the output).
+	failure string
 }
 
 // Tier 3: a real one-node cluster (API server, etcd, scheduler, controller-manager, kubelet,
@@ -76,7 +79,11 @@ func TestTier3Cluster(t *testing.T) {
 	}
 	const base = "/run/memifnet-e2e-t3"
 	c := cluster.New(repo, base, in, logf)
+	var x *tier3
 	t.Cleanup(func() {
+		if x != nil && x.failure != "" {
+			defer t.Logf("tier 3 failed:\n%s", x.failure)
+		}
 		if t.Failed() {
 			dumpClusterLogs(t, c)
 		}
@@ -109,7 +116,7 @@ func TestTier3Cluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := &tier3{c: c, cs: cs, repo: repo, logf: logf}
+	x = &tier3{c: c, cs: cs, repo: repo, logf: logf}
 	for _, st := range []struct {
 		name string
 		fn   func(context.Context, *testing.T)
@@ -130,6 +137,7 @@ func TestTier3Cluster(t *testing.T) {
 		{"Multus", x.multus},
 	} {
 		if !t.Run(st.name, func(t *testing.T) { st.fn(ctx, t) }) {
+			x.failure += "step " + st.name + " failed (its messages are above the cluster's logs)\n"
 			t.FailNow() // each step builds on the one before
 		}
 	}

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -46,7 +47,10 @@ func (x *tier3) nodeAsBefore(ctx context.Context, t *testing.T, before cluster.S
 			return false, err
 		}
 		after = s
-		changed = before.ChangedUnder(after, append([]string{t3StateDir, cluster.CNIBinDir, cluster.CNIConfDir}, cluster.MemifnetFiles...)...)
+		// What the state dir held before the install (a reused machine's earlier run) may be
+		// gone: the uninstall removes memifnet's state. Nothing may be added.
+		changed = slices.DeleteFunc(before.ChangedUnder(after, append([]string{t3StateDir, cluster.CNIBinDir, cluster.CNIConfDir}, cluster.MemifnetFiles...)...),
+			func(d string) bool { return d == "-path "+t3StateDir || strings.HasPrefix(d, "-path "+t3StateDir+"/") })
 		rs, err := x.cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
 			FieldSelector: "spec.nodeName=" + cluster.NodeName + ",spec.driver=" + names.DRADriver})
 		if err != nil {
@@ -56,11 +60,12 @@ func (x *tier3) nodeAsBefore(ctx context.Context, t *testing.T, before cluster.S
 		return len(changed) == 0 && nSlices == 0 && after.HugepagesFree >= before.HugepagesFree, nil
 	})
 	if err != nil {
-		t.Fatalf("%s: %v: HugePages_Free %d (before the install %d); %d ResourceSlices of %s; changed:\n  %s", what, err,
+		x.errorf(t, "%s: %v: HugePages_Free %d (before the install %d); %d ResourceSlices of %s; changed:\n  %s", what, err,
 			after.HugepagesFree, before.HugepagesFree, nSlices, names.DRADriver, strings.Join(changed, "\n  "))
+		t.FailNow()
 	}
-	x.logf("uninstall: %s the node is as before the install: no mount or file under %s (%s as before), %s and %s as they were, no memifnet file in %q, no ResourceSlice of %s, HugePages_Free %d (before %d)",
-		what, t3StateDir, presence(before, t3StateDir), cluster.CNIBinDir, cluster.CNIConfDir, cluster.MemifnetFiles, names.DRADriver, after.HugepagesFree, before.HugepagesFree)
+	x.logf("uninstall: %s the node is as before the install: no mount or file under %s (the dir: %s before the install, %s now), %s and %s as they were, no memifnet file in %q, no ResourceSlice of %s, HugePages_Free %d (before %d)",
+		what, t3StateDir, presence(before, t3StateDir), presence(after, t3StateDir), cluster.CNIBinDir, cluster.CNIConfDir, cluster.MemifnetFiles, names.DRADriver, after.HugepagesFree, before.HugepagesFree)
 }
 
 // presence says whether the snapshot has path.
@@ -103,12 +108,13 @@ func (x *tier3) uninstall(ctx context.Context, t *testing.T) {
 	x.startVerifiedPair(ctx, t, "uninst")
 	x.deleteK(ctx, t, "manifests/")
 	if types := conflistTypes(t); !slices.Equal(types, []string{"bridge"}) {
-		t.Fatalf("after kubectl delete -k manifests/ the conflist chains %q, want only bridge", types)
+		x.errorf(t, "after kubectl delete -k manifests/ the conflist chains %q, want only bridge", types)
+		t.FailNow()
 	}
 	x.logf("uninstall: memif-cni is out of %s", cluster.Conflist)
 	x.trafficFlows(ctx, t, "uninst-rx", "after kubectl delete -k manifests/ (the pair keeps its slots and units)")
 	if ms, err := testutil.Mounts(t3StateDir); err != nil || len(ms) != 0 {
-		t.Errorf("after kubectl delete -k manifests/ the node still has mounts under %s: %q %v", t3StateDir, ms, err)
+		x.errorf(t, "after kubectl delete -k manifests/ the node still has mounts under %s: %q %v", t3StateDir, ms, err)
 	}
 	x.kubectl(ctx, t, "delete", "pod", "uninst-rx", "uninst-tx", "--wait=true")
 	// What the pair's DELs need stays: memif-cni's binaries, exactly these, which docs/install.md
@@ -118,10 +124,10 @@ func (x *tier3) uninstall(ctx context.Context, t *testing.T) {
 	left := x.installed.ChangedUnder(x.snapshot(t), cluster.CNIBinDir)
 	want := []string{"+path " + cluster.CNIBinDir + "/memif-cni", "+path " + cluster.CNIBinDir + "/" + names.PodInfoHelper}
 	if slices.Sort(left); !slices.Equal(left, want) {
-		t.Errorf("after the pair went, changed under %s: %q, want %q", cluster.CNIBinDir, left, want)
+		x.errorf(t, "after the pair went, changed under %s: %q, want %q", cluster.CNIBinDir, left, want)
 	}
 	if devinfo, _ := filepath.Glob(filepath.Join(t3DevInfoDir, "*", "memifnet*")); len(devinfo) != 0 {
-		t.Errorf("after the pair went, device-info files are left: %q", devinfo)
+		x.errorf(t, "after the pair went, device-info files are left: %q", devinfo)
 	}
 	x.logf("uninstall: the pair passed traffic to the end; after it went, only memif-cni's binaries were left")
 
@@ -129,6 +135,14 @@ func (x *tier3) uninstall(ctx context.Context, t *testing.T) {
 	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
 	x.deleteK(ctx, t, "manifests/overlays/dra/")
 	x.nodeAsBefore(ctx, t, x.installed, "after kubectl delete -k manifests/overlays/dra/")
+}
+
+// errorf fails the test with a message that the test's last line says again (tier3.failure).
+func (x *tier3) errorf(t *testing.T, format string, a ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, a...)
+	x.failure += msg + "\n"
+	t.Error(msg)
 }
 
 // deleteK runs `kubectl delete -k dir` and waits until the node agent's pod is gone.

@@ -184,3 +184,29 @@ func TestRemoveNewEntries(t *testing.T) {
 		t.Errorf("left %q, want %q", left, want)
 	}
 }
+
+// The mount a path lies on is the deepest mount point above it, and of two stacked at one point
+// the one mounted last: the one a path reaches, which makeShared changes and restorePropagation
+// puts back.
+func TestMountHolding(t *testing.T) {
+	info := `22 1 0:21 / / rw shared:1 - overlay overlay rw
+23 22 0:22 / /dev rw shared:2 - tmpfs tmpfs rw
+24 23 0:23 / /dev/pts rw - devpts devpts rw
+25 23 0:24 / /dev/pts rw shared:3 - devpts devpts rw
+26 22 0:25 / /var/lib rw - ext4 /dev/sda1 rw
+27 22 0:26 / /var/library rw - ext4 /dev/sdb1 rw
+`
+	all, err := safefs.ParseMountinfo(strings.NewReader(info))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int{
+		"/var/lib/memifnet": 26, "/var/lib": 26, "/var/libx": 22, "/var/library/a": 27,
+		"/dev/pts/0": 25, "/dev/ptsx": 23, "/etc": 22, "/": 22,
+	} {
+		m, ok := mountHolding(all, path)
+		if !ok || m.ID != want {
+			t.Errorf("%s: mount %+v (%v), want id %d", path, m, ok, want)
+		}
+	}
+}

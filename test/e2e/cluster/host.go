@@ -87,30 +87,44 @@ func (c Change) undo() error {
 	return fmt.Errorf("unknown change kind %q", c.Kind)
 }
 
-// propagationBelow is the propagation of / and every mount below it, as `mount --make-rshared /`
-// is about to change them.
-func propagationBelow(root string) ([]MountProp, error) {
-	all, err := safefs.ReadMountinfo()
-	if err != nil {
-		return nil, err
-	}
-	var out []MountProp
+// mountHolding is the mount point path lies on: the deepest mount point that is path or one of
+// its ancestors, and of several stacked at that point the last mounted, the one a path reaches.
+func mountHolding(all []safefs.MountEntry, path string) (safefs.MountEntry, bool) {
+	var best safefs.MountEntry
+	found := false
 	for _, m := range all {
-		if m.Point == root || strings.HasPrefix(m.Point, strings.TrimSuffix(root, "/")+"/") {
-			out = append(out, MountProp{Path: m.Point, Propagation: m.Propagation()})
+		under := m.Point == "/" || path == m.Point || strings.HasPrefix(path, m.Point+"/")
+		if under && (!found || len(m.Point) >= len(best.Point)) {
+			best, found = m, true
 		}
 	}
-	return out, nil
+	return best, found
 }
 
-// makeRShared makes root and every mount below it shared, as kind's node entrypoint does: a
-// container's Bidirectional mount (the node agent's /var/lib/memifnet) needs its host path on a
-// shared mount, and / is private on this machine.
-func makeRShared(root string) error {
-	return unix.Mount("", root, "", unix.MS_SHARED|unix.MS_REC, "")
+// sharedMountFor is the mount that path lies on, with its propagation, for makeShared.
+func sharedMountFor(path string) (MountProp, error) {
+	all, err := safefs.ReadMountinfo()
+	if err != nil {
+		return MountProp{}, err
+	}
+	m, ok := mountHolding(all, path)
+	if !ok {
+		return MountProp{}, fmt.Errorf("no mount holds %s", path)
+	}
+	return MountProp{Path: m.Point, Propagation: m.Propagation()}, nil
 }
 
-// restorePropagation puts back the propagation the mounts had before makeRShared. A mount that
+// makeShared makes the mount point shared, and only that mount. A container's Bidirectional
+// mount (the node agent's /var/lib/memifnet) needs its host path on a shared mount (containerd
+// checks the mount the path lies on), and / is private on some machines. Not `mount
+// --make-rshared /` as kind's node entrypoint does: that changes every mount on the host, and
+// where two are stacked at one point (seen here at /dev/pts and /dev/shm) the hidden one cannot
+// be reached by its path to be put back.
+func makeShared(point string) error {
+	return unix.Mount("", point, "", unix.MS_SHARED, "")
+}
+
+// restorePropagation puts back the propagation the mounts had before makeShared. A mount that
 // was shared stays shared (in a new peer group: the old one cannot be rejoined); one that has
 // gone since is skipped. Mounts are changed one by one, never recursively, so mounts made since
 // by someone else keep theirs.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/internal/testutil"
 )
@@ -18,7 +19,7 @@ import (
 const hugepagesNeeded = 160
 
 // prepareHost makes the host changes a node needs, recording each first: the host paths the
-// components will create, enough hugepages, `/` rshared, the `kubernetes` Service address routed
+// components will create, enough hugepages, the mount of the agent's state directory shared, the `kubernetes` Service address routed
 // to the API server, the CNI directories and the node's primary network.
 func (c *Cluster) prepareHost(ctx context.Context) error {
 	for _, p := range hostPaths {
@@ -31,15 +32,15 @@ func (c *Cluster) prepareHost(ctx context.Context) error {
 	if err := c.ensureHugepages(hugepagesNeeded); err != nil {
 		return err
 	}
-	before, err := propagationBelow("/")
+	before, err := sharedMountFor(names.StateDir)
 	if err != nil {
 		return err
 	}
-	if err := c.record(Change{Kind: "propagation", Mounts: before}); err != nil {
+	if err := c.record(Change{Kind: "propagation", Mounts: []MountProp{before}}); err != nil {
 		return err
 	}
-	if err := makeRShared("/"); err != nil {
-		return fmt.Errorf("mount --make-rshared /: %w", err)
+	if err := makeShared(before.Path); err != nil {
+		return fmt.Errorf("mount --make-shared %s (the node agent's state directory is on it): %w", before.Path, err)
 	}
 	// No kube-proxy runs here. Host-network pods (the node agent's installer) and memif-cni on
 	// the node reach the API server as in-cluster clients do, at the `kubernetes` Service

@@ -9,19 +9,23 @@ import (
 )
 
 // The node agent's Events on its Node (cmd/memif-deviceplugin/internal/events): a pool unit a
-// previous tenant still holds is withheld, and refilled once let go. Their messages begin
-// "unit <id> ".
+// previous tenant still holds is withheld, and refilled once let go; a device whose scrub failed
+// is out of service, and recovered once a retried scrub worked. Their messages begin
+// "unit <id> " and "device <id> ".
 const (
 	EventUnitWithheld = "PoolUnitWithheld"
 	EventUnitRefilled = "PoolUnitRefilled"
+	EventScrubFailed  = "DeviceScrubFailed"
+	EventRecovered    = "DeviceRecovered"
 )
 
 // AddAgentEvents puts the agent's Events about the node into the report (newest first) and
-// every unit whose newest Event says withheld under Unhealthy.
+// every unit or device whose newest Event says withheld or scrub failed under Unhealthy.
 func (rep *Report) AddAgentEvents(evs []corev1.Event) {
 	var mine []corev1.Event
 	for _, e := range evs {
-		if e.Reason == EventUnitWithheld || e.Reason == EventUnitRefilled {
+		switch e.Reason {
+		case EventUnitWithheld, EventUnitRefilled, EventScrubFailed, EventRecovered:
 			mine = append(mine, e)
 		}
 	}
@@ -30,14 +34,14 @@ func (rep *Report) AddAgentEvents(evs []corev1.Event) {
 	seen := map[string]bool{}
 	for _, e := range mine {
 		unit := e.Message
-		if f := strings.Fields(e.Message); len(f) > 1 && f[0] == "unit" {
+		if f := strings.Fields(e.Message); len(f) > 1 && (f[0] == "unit" || f[0] == "device") {
 			unit = f[1]
 		}
 		if seen[unit] {
 			continue
 		}
 		seen[unit] = true
-		if e.Reason == EventUnitWithheld {
+		if e.Reason == EventUnitWithheld || e.Reason == EventScrubFailed {
 			rep.Unhealthy = append(rep.Unhealthy, e.Message+" (the agent's Event)")
 		}
 	}

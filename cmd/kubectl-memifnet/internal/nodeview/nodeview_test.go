@@ -114,11 +114,14 @@ func TestAgentEvents(t *testing.T) {
 		ev(EventUnitWithheld, "unit drapool-n0-000 withheld: ...", 11),
 		ev(EventUnitRefilled, "unit drapool-n0-000 is back in service: its previous tenant let go of its old file", 12),
 		ev("NodeReady", "Node n1 status is now: NodeReady", 13),
+		ev(EventScrubFailed, "device slot-001 (device plugin memifnet.io/socket) is out of service until a retried scrub works: scrub slot-001: ...", 5),
+		ev(EventScrubFailed, "device dra-slot-002 (DRA) is out of service until a retried scrub works: scrub dra-slot-002: ...", 6),
+		ev(EventRecovered, "device dra-slot-002 (DRA) is back in service: a retried scrub worked", 7),
 	})
-	if len(rep.Events) != 3 || rep.Events[0].Reason != EventUnitRefilled {
+	if len(rep.Events) != 6 || rep.Events[0].Reason != EventUnitRefilled {
 		t.Errorf("events %+v", rep.Events)
 	}
-	if len(rep.Unhealthy) != 1 || !strings.HasPrefix(rep.Unhealthy[0], "unit hugepool-n0-001 withheld") {
-		t.Errorf("unhealthy %q: want only the unit still withheld", rep.Unhealthy)
+	if len(rep.Unhealthy) != 2 || !strings.HasPrefix(rep.Unhealthy[0], "unit hugepool-n0-001 withheld") || !strings.HasPrefix(rep.Unhealthy[1], "device slot-001 (device plugin") {
+		t.Errorf("unhealthy %q: want only the unit still withheld and the device still out of service", rep.Unhealthy)
 	}
 }

@@ -60,7 +60,7 @@ func (a *attachment) undo() error {
 	for i := len(a.rec.Ports) - 1; i >= 0; i-- {
 		p := a.rec.Ports[i]
 		if p.HostDesc != "" {
-			errs = append(errs, removeFile(p.HostDesc), peerconf.RemoveHost(p.HostDesc))
+			errs = append(errs, peerconf.RemoveHost(p.HostDesc))
 		}
 		errs = append(errs, devinfo.Remove(p.DevInfo))
 		errs = append(errs, a.unwireSlot(p))
@@ -116,13 +116,6 @@ func unwireLink(slot *safefs.Dir, p state.Port) {
 	if err := slotwire.UnbindLink(slot, p.LinkMount); err != nil {
 		warn("slot %s: link %s: %v", p.Slot, p.Link, err)
 	}
-}
-
-func removeFile(f string) error {
-	if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
 }
 
 // warn reports something DEL leaves alone; the runtime logs a plugin's stderr.

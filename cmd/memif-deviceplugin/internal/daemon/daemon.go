@@ -301,15 +301,17 @@ func (d *Daemon) startDRA(ctx context.Context) error {
 	}
 	d.draDriver.Store(p)
 	rec := events.Recorder{Client: client, Node: d.opts.NodeName, Component: d.opts.Config.DRA.Driver(), Log: d.opts.Log}
-	d.goRun(func() { d.reportWithheld(ctx, rec) })
+	d.goRun(func() { d.reportDevices(ctx, rec) })
 	d.opts.Log.Info("dra: kubelet plugin started", "driver", d.opts.Config.DRA.Driver(), "node", d.opts.NodeName)
 	return nil
 }
 
-// reportWithheld records an Event when a unit of the device plugin's pools is withheld or back
-// (the DRA driver reports its own), checking every health interval until ctx ends.
-func (d *Daemon) reportWithheld(ctx context.Context, rec events.Recorder) {
+// reportDevices records an Event when a unit of the device plugin's pools is withheld or back, and
+// when a device plugin device goes out of service for a failed scrub or is back (the DRA driver
+// reports its own), checking every health interval until ctx ends.
+func (d *Daemon) reportDevices(ctx context.Context, rec events.Recorder) {
 	prev := make([]map[string]error, len(d.pools))
+	prevFailed := make([]map[string]error, len(d.resources))
 	t := time.NewTicker(d.opts.HealthInterval)
 	defer t.Stop()
 	for {
@@ -322,6 +324,11 @@ func (d *Daemon) reportWithheld(ctx context.Context, rec events.Recorder) {
 			now := pp.Withheld()
 			rec.Withheld(ctx, prev[i], now)
 			prev[i] = now
+		}
+		for i, r := range d.resources {
+			now := r.ScrubFailures()
+			rec.ScrubFailed(ctx, "device plugin "+r.Name(), prevFailed[i], now)
+			prevFailed[i] = now
 		}
 	}
 }
@@ -378,6 +385,7 @@ func (d *Daemon) Metrics() []metrics.Family {
 	devs := fam("devices", "Devices by health.", "gauge")
 	dirty := fam("devices_dirty", "Devices handed out and not yet scrubbed.", "gauge")
 	withheld := fam("devices_withheld", "Pool units out of service while a previous tenant holds their old file.", "gauge")
+	scrubFailed := fam("devices_scrub_failed", "Devices out of service because their scrub failed, until a retried scrub works.", "gauge")
 	regs := fam("registrations_total", "Successful registrations with the kubelet.", "counter")
 	registered := fam("registered", "1 when the resource is registered with the kubelet.", "gauge")
 	bytes := fam("pool_bytes", "Hugepage memory held by pool units.", "gauge")
@@ -394,6 +402,7 @@ func (d *Daemon) Metrics() []metrics.Family {
 			metrics.Sample{Labels: append(l[:2:2], "health", "unhealthy"), Value: float64(st.Unhealthy)})
 		dirty.Samples = append(dirty.Samples, metrics.Sample{Labels: l, Value: float64(st.Dirty)})
 		withheld.Samples = append(withheld.Samples, metrics.Sample{Labels: l, Value: float64(st.Withheld)})
+		scrubFailed.Samples = append(scrubFailed.Samples, metrics.Sample{Labels: l, Value: float64(st.ScrubFailed)})
 		regs.Samples = append(regs.Samples, metrics.Sample{Labels: l, Value: float64(d.servers[i].Registrations())})
 		v := 0.0
 		if d.servers[i].Registered() {
@@ -409,5 +418,5 @@ func (d *Daemon) Metrics() []metrics.Family {
 				Labels: []string{"resource", pp.Resource(), "numa_node", strconv.Itoa(node)}, Value: float64(b)})
 		}
 	}
-	return []metrics.Family{*alloc, *scrubs, *scrubErr, *devs, *dirty, *withheld, *regs, *registered, *bytes}
+	return []metrics.Family{*alloc, *scrubs, *scrubErr, *devs, *dirty, *withheld, *scrubFailed, *regs, *registered, *bytes}
 }

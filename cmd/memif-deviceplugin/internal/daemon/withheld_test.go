@@ -84,7 +84,7 @@ func TestHeldUnitsAreWithheld(t *testing.T) {
 	reported := make(chan struct{})
 	go func() {
 		defer close(reported)
-		d.reportWithheld(ctx, events.Recorder{Client: client, Node: "node-a", Component: "memifnet.io"})
+		d.reportDevices(ctx, events.Recorder{Client: client, Node: "node-a", Component: "memifnet.io"})
 	}()
 	t.Cleanup(func() { cancel(); <-reported })
 

@@ -25,3 +25,22 @@ type Mount struct {
 // needs). The device is held by no pod (its old file is gone), so scrubbing it again is always
 // safe; the provider's Scrub tries to refill it, cheaply while the pages are not back.
 var ErrWithheld = errors.New("a previous tenant still holds its old file")
+
+// ErrScrubFailed marks a device whose scrub failed for another reason than ErrWithheld (a
+// device-info file that cannot be removed, a tmpfs that cannot be mounted, a pool mount that is
+// no longer hugetlbfs): the previous tenant's traces may still be there, so both backends keep
+// the device out of service and scrub it again at their periodic recheck until it works.
+var ErrScrubFailed = errors.New("scrub failed")
+
+// ScrubError is a failed scrub of one device; errors.Is(err, ErrScrubFailed) holds for it.
+type ScrubError struct {
+	ID  string
+	Err error
+}
+
+func (e *ScrubError) Error() string { return "scrub " + e.ID + ": " + e.Err.Error() }
+
+func (e *ScrubError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrScrubFailed) hold.
+func (e *ScrubError) Is(target error) bool { return target == ErrScrubFailed }

@@ -37,6 +37,7 @@ type Driver struct {
 
 	umu       sync.Mutex
 	published map[string]error // the withheld units as last published
+	failed    map[string]error // the devices whose scrub failed, as last published
 }
 
 // Start registers the driver with the kubelet under the state's KubeletDir (plugins_registry/,

@@ -2,6 +2,7 @@ package dra
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -98,12 +99,14 @@ func hostFiles(e *env, slot string) map[string]string {
 	return map[string]string{
 		"dpdk.args": filepath.Join(dir, slot+"."+names.DPDKArgsFile), "dpdk.app-args": filepath.Join(dir, slot+"."+names.DPDKAppArgsFile),
 		"vpp.cli": filepath.Join(dir, slot+"."+names.VPPFile), "env": filepath.Join(dir, slot+names.HostEnvSuffix),
+		"json": filepath.Join(dir, slot+".json"),
 	}
 }
 
-// A DRA host port gets the host side's ready configs beside the device plugin's host ports, from
-// the same generator: the opposite role, the socket as the node sees it, the pod the claim is
-// reserved for; mode 0600, not in the pod's slot. Unprepare removes them; a link writes none.
+// A DRA host port gets the host side's description and ready configs beside the device plugin's
+// host ports, from the same writer: the opposite role, the socket as the node sees it, the pod
+// the claim is reserved for; mode 0600, not in the pod's slot. Unprepare removes them; a link
+// writes none.
 func TestHostPortHostSide(t *testing.T) {
 	e := newEnv(t)
 	d := e.deviceState(t)
@@ -128,6 +131,14 @@ func TestHostPortHostSide(t *testing.T) {
 		if string(b) != content || content == "" || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s (mode %v):\n%s\nwant (0600):\n%s", files[name], fi.Mode().Perm(), b, content)
 		}
+	}
+	var desc peerconf.HostPort
+	if err := json.Unmarshal([]byte(mustReadFile(t, files["json"])), &desc); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(files["json"]); fi.Mode().Perm() != 0o600 || desc.Role != "server" || desc.Socket != hostSocket ||
+		desc.Namespace != "ns1" || desc.Pod != "nf-0" || desc.Port != "vswitch" || desc.Queues != 2 {
+		t.Errorf("%s (mode %v): %+v; want the server on %s for ns1/nf-0 port vswitch, 2 queues, 0600", files["json"], fi.Mode().Perm(), desc, hostSocket)
 	}
 	env, _ := os.ReadFile(files["env"])
 	for _, line := range []string{"MEMIF_ROLE=server", "MEMIF_SOCKET=" + hostSocket, "MEMIF_POD=ns1/nf-0", "MEMIF_QUEUES=2"} {
@@ -202,4 +213,13 @@ func TestPrepareBadIPs(t *testing.T) {
 			t.Errorf("%s: a refused claim left a record", tc.cfg)
 		}
 	}
+}
+
+func mustReadFile(t *testing.T, f string) string {
+	t.Helper()
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

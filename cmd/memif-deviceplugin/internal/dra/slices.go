@@ -28,12 +28,17 @@ const maxSliceDevices = resourceapi.ResourceSliceMaxDevices
 // Resources are the node's devices as ResourceSlices of one pool named after the node: the
 // socket slots, then each pool's units, with their NUMA node (also as dra.net/numaNode), pool and
 // page size. Withheld units
-// are left out, so that the scheduler allocates them to no claim until they are made again.
+// are left out, so that the scheduler allocates them to no claim until they are made again, and
+// so are devices whose scrub failed, until a retried scrub works.
 func (d *DeviceState) Resources() resourceslice.DriverResources {
 	withheld := d.Withheld()
+	failed := d.ScrubFailures()
 	var devs []resourceapi.Device
 	if d.opts.Slots != nil {
 		for _, u := range d.opts.Slots.Units() {
+			if failed[u.ID] != nil {
+				continue
+			}
 			devs = append(devs, resourceapi.Device{
 				Name: u.ID,
 				Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
@@ -49,7 +54,7 @@ func (d *DeviceState) Resources() resourceslice.DriverResources {
 	}
 	for _, p := range d.opts.Pools {
 		for _, u := range p.Units.Units() {
-			if withheld[u.ID] != nil {
+			if withheld[u.ID] != nil || failed[u.ID] != nil {
 				continue
 			}
 			devs = append(devs, resourceapi.Device{

@@ -87,6 +87,9 @@ type DeviceState struct {
 
 	mu     sync.Mutex
 	claims map[string]PreparedClaim // by UID
+
+	fmu    sync.Mutex
+	failed map[string]error // devices out of service because their scrub failed (device.ErrScrubFailed)
 }
 
 // NewDeviceState loads the checkpoint of claims prepared before a restart.
@@ -101,7 +104,7 @@ func NewDeviceState(opts Options) (*DeviceState, error) {
 		opts:  opts,
 		links: linkdir.Dirs{Root: filepath.Join(opts.StateDir, names.DRASubdir, names.LinksSubdir), Limits: opts.LinkLimits},
 		ckpt:  checkpoint{path: filepath.Join(opts.StateDir, names.DRASubdir, "claims.json")},
-		slots: map[string]device.Unit{}, units: map[string]*Pool{},
+		slots: map[string]device.Unit{}, units: map[string]*Pool{}, failed: map[string]error{},
 	}
 	if opts.Slots != nil {
 		for _, u := range opts.Slots.Units() {
@@ -278,14 +281,13 @@ func (d *DeviceState) wireSlot(plan PreparedClaim, dev PreparedDevice, p ports.P
 	if dev.Status.HostSocket == "" {
 		return nil
 	}
-	// The host side of a host port, for the node's data plane: the files memif-cni writes for
-	// its host ports, by the same generator, beside theirs.
+	// The host side of a host port, for the node's data plane: the description and the ready
+	// configs memif-cni writes for its host ports, by the same writer, beside theirs.
 	return peerconf.WriteHost(d.hostDesc(dev.Name), peerconf.HostSide(spec, dev.Status.HostSocket, dev.Name, pod))
 }
 
 // hostDesc is the host-port description path of slot, beside which the host side's files go
-// (<state>/state/host-ports/<slot>.json; the description itself is memif-cni's, the claim status
-// has its fields).
+// (<state>/state/host-ports/<slot>.json, as for memif-cni's host ports).
 func (d *DeviceState) hostDesc(slot string) string {
 	return filepath.Join(d.opts.StateDir, names.StoreSubdir, names.HostPortsSubdir, slot+".json")
 }
@@ -332,6 +334,8 @@ func (d *DeviceState) result(c PreparedClaim) Result {
 	return r
 }
 
+// scrub scrubs one device and keeps the record of devices whose scrub failed: a failure puts
+// the device there (out of the slices until a scrub works), a scrub that works takes it out.
 func (d *DeviceState) scrub(dev PreparedDevice) error {
 	var err error
 	switch dev.Kind {
@@ -340,10 +344,36 @@ func (d *DeviceState) scrub(dev PreparedDevice) error {
 	case KindHugepage:
 		err = d.units[dev.Name].Units.Scrub(dev.Name)
 	}
+	d.fmu.Lock()
+	_, was := d.failed[dev.Name]
+	if errors.Is(err, device.ErrScrubFailed) {
+		d.failed[dev.Name] = err
+	} else {
+		delete(d.failed, dev.Name)
+	}
+	d.fmu.Unlock()
+	switch {
+	case errors.Is(err, device.ErrScrubFailed) && !was:
+		d.opts.Log.Warn("dra: device out of service: its scrub failed", "device", dev.Name, "err", err)
+	case err == nil && was:
+		d.opts.Log.Info("dra: device back in service: a retried scrub worked", "device", dev.Name)
+	}
 	if err != nil {
 		return fmt.Errorf("scrub %s: %w", dev.Name, err)
 	}
 	return nil
+}
+
+// ScrubFailures are the devices out of service because their scrub failed, with the error. They
+// are left out of the ResourceSlices until a retried scrub works.
+func (d *DeviceState) ScrubFailures() map[string]error {
+	d.fmu.Lock()
+	defer d.fmu.Unlock()
+	out := make(map[string]error, len(d.failed))
+	for id, err := range d.failed {
+		out[id] = err
+	}
+	return out
 }
 
 // Unprepare undoes Prepare: the CDI spec goes, every device is scrubbed (a slot gets a fresh
@@ -378,6 +408,13 @@ func (d *DeviceState) undo(c PreparedClaim) error {
 			// slices) until it can be made again. The claim lets go of it all the same, so
 			// that its slots are free for the next claim.
 			d.opts.Log.Warn("dra: unit withheld at unprepare", "claim", c.Namespace+"/"+c.Name, "unit", dev.Name, "err", err)
+			continue
+		}
+		if errors.Is(err, device.ErrScrubFailed) {
+			// Out of the slices until a retried scrub works (Refill), and every Prepare scrubs
+			// first: no claim gets what the previous tenant left. The claim lets go of it, as
+			// of a withheld unit, rather than stay stuck in Unprepare with its other devices.
+			d.opts.Log.Warn("dra: device out of service at unprepare", "claim", c.Namespace+"/"+c.Name, "device", dev.Name, "err", err)
 			continue
 		}
 		errs = append(errs, err)

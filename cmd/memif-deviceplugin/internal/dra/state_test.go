@@ -62,6 +62,7 @@ type env struct {
 	slots         *slots.Provider
 	units         *fakeUnits
 	pool          Units // the driver's pool: units, or a real one
+	devinfo       devinfo.Writer
 }
 
 func newEnv(t *testing.T) *env {
@@ -70,7 +71,8 @@ func newEnv(t *testing.T) *env {
 	state := t.TempDir()
 	t.Cleanup(func() { testutil.UnmountUnder(t, state) })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sp, err := slots.NewPrefixed(state, names.DRASlotPrefix, 4, []int{0}, tmpfs.Limits{Size: 1 << 20, Inodes: 64}, devinfo.Writer{Dir: t.TempDir()}, log)
+	dw := devinfo.Writer{Dir: t.TempDir()}
+	sp, err := slots.NewPrefixed(state, names.DRASlotPrefix, 4, []int{0}, tmpfs.Limits{Size: 1 << 20, Inodes: 64}, dw, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +83,7 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
-	return &env{state: state, cdiDir: t.TempDir(), slots: sp, units: u, pool: u}
+	return &env{state: state, cdiDir: t.TempDir(), slots: sp, units: u, pool: u, devinfo: dw}
 }
 
 func (e *env) deviceState(t *testing.T) *DeviceState {

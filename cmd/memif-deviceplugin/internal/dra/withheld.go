@@ -19,12 +19,23 @@ func (d *DeviceState) Withheld() map[string]error {
 	return out
 }
 
-// Refill tries to make every withheld unit again (cheap while its pages are not back) and
-// returns those that are back.
+// Refill tries to make every withheld unit again (cheap while its pages are not back), scrubs
+// again every device whose scrub failed, and returns those that are back. A device whose scrub
+// failed is in no claim: the claim let go of it at Unprepare (or its Prepare failed), and a
+// Prepare whose scrub works takes it out of the failed ones; d.mu keeps Prepare out meanwhile.
 func (d *DeviceState) Refill() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var back []string
+	for _, id := range slices.Sorted(maps.Keys(d.ScrubFailures())) {
+		dev := PreparedDevice{Name: id, Kind: KindHugepage}
+		if _, ok := d.slots[id]; ok {
+			dev.Kind = KindSocket
+		}
+		if d.scrub(dev) == nil {
+			back = append(back, id)
+		}
+	}
 	for _, p := range d.opts.Pools {
 		for _, id := range slices.Sorted(maps.Keys(p.Units.Withheld())) {
 			err := p.Units.Scrub(id)

@@ -1,5 +1,6 @@
 // Package events records the node agent's Events on its Node, when it has an API client (the
-// DRA driver's): the withheld pool units of both backends.
+// DRA driver's): the withheld pool units and the devices out of service for a failed scrub, of
+// both backends.
 package events
 
 import (
@@ -20,6 +21,12 @@ import (
 const (
 	ReasonUnitWithheld = "PoolUnitWithheld"
 	ReasonUnitRefilled = "PoolUnitRefilled"
+)
+
+// Reasons of the Events about devices whose scrub failed (device.ErrScrubFailed).
+const (
+	ReasonScrubFailed = "DeviceScrubFailed"
+	ReasonRecovered   = "DeviceRecovered"
 )
 
 // Recorder records Events on the node's Node object, in namespace default (where the kubelet
@@ -67,6 +74,24 @@ func (r Recorder) Withheld(ctx context.Context, before, now map[string]error) {
 	for _, id := range slices.Sorted(maps.Keys(before)) {
 		if now[id] == nil {
 			r.Record(ctx, corev1.EventTypeNormal, ReasonUnitRefilled, "unit "+id+" is back in service: its previous tenant let go of its old file")
+		}
+	}
+}
+
+// ScrubFailed records an Event per device out of service in now (its scrub failed) and not in
+// before, with the error, and per device in before that is back in service now. backend says
+// whose device it is ("device plugin memifnet.io/socket", "DRA"). The messages begin
+// "device <id> ", as the withheld ones begin "unit <id> " (kubectl memifnet node keys on it).
+func (r Recorder) ScrubFailed(ctx context.Context, backend string, before, now map[string]error) {
+	for _, id := range slices.Sorted(maps.Keys(now)) {
+		if before[id] == nil {
+			r.Record(ctx, corev1.EventTypeWarning, ReasonScrubFailed,
+				fmt.Sprintf("device %s (%s) is out of service until a retried scrub works: %v", id, backend, now[id]))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(before)) {
+		if now[id] == nil {
+			r.Record(ctx, corev1.EventTypeNormal, ReasonRecovered, "device "+id+" ("+backend+") is back in service: a retried scrub worked")
 		}
 	}
 }

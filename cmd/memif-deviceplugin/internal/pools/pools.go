@@ -275,11 +275,12 @@ func onNode(node int, fn func() error) error {
 // return to the pool before the new file needs them. If something still holds the old file, its
 // pages stay held and the new file finds none: the unit is withheld (the error wraps
 // device.ErrWithheld and names the holders it can find), and a later Scrub makes it again once
-// the pages are back (cheaply refused until then).
+// the pages are back (cheaply refused until then). Any other failure is a *device.ScrubError
+// (device.ErrScrubFailed).
 func (p *Provider) Scrub(id string) error {
 	node, ok := p.nodeOf(id)
 	if !ok {
-		return fmt.Errorf("scrub: unknown unit %s", id)
+		return &device.ScrubError{ID: id, Err: errors.New("unknown unit")}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -288,7 +289,7 @@ func (p *Provider) Scrub(id string) error {
 	}
 	d, err := p.open()
 	if err != nil {
-		return fmt.Errorf("scrub %s: %w", id, err)
+		return &device.ScrubError{ID: id, Err: err}
 	}
 	var old *unix.Stat_t
 	if st, err := d.Lstat(id); err == nil {
@@ -297,13 +298,13 @@ func (p *Provider) Scrub(id string) error {
 	err = d.Remove(id)
 	d.Close()
 	if err != nil {
-		return fmt.Errorf("scrub %s: %w", id, err)
+		return &device.ScrubError{ID: id, Err: err}
 	}
 	if err := p.create(id, node); err != nil {
 		if noPages(err) {
 			return p.withhold(id, old)
 		}
-		return fmt.Errorf("scrub %s: %w", id, err)
+		return &device.ScrubError{ID: id, Err: err}
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ type Stats struct {
 	Healthy         int
 	Unhealthy       int
 	Withheld        int // unhealthy because a previous tenant holds what they were made of
+	ScrubFailed     int // unhealthy because their scrub failed (device.ErrScrubFailed), until a retry works
 	Dirty           int
 }
 
@@ -46,7 +47,8 @@ type Resource struct {
 
 	mu      sync.Mutex
 	health  map[string]error
-	changed chan struct{} // closed and replaced when health changes
+	failed  map[string]error // devices out of service because their scrub failed, with the error
+	changed chan struct{}    // closed and replaced when health changes
 
 	allocations, syncScrubs, bgScrubs, scrubErrors atomic.Uint64
 }
@@ -57,7 +59,7 @@ func New(p Provider, led *ledger.Ledger, log *slog.Logger, cdiWriter *cdi.Writer
 	r := &Resource{
 		p: p, led: led, log: log.With("resource", p.Resource()), cdi: cdiWriter,
 		units: map[string]device.Unit{}, locks: map[string]*sync.Mutex{},
-		health: map[string]error{}, changed: make(chan struct{}),
+		health: map[string]error{}, failed: map[string]error{}, changed: make(chan struct{}),
 	}
 	for _, u := range p.Units() {
 		r.units[u.ID] = u
@@ -88,9 +90,10 @@ func New(p Provider, led *ledger.Ledger, log *slog.Logger, cdiWriter *cdi.Writer
 // Name is the extended resource name.
 func (r *Resource) Name() string { return r.p.Resource() }
 
-// CheckHealth checks every device, rebuilds a damaged one that no pod holds, and wakes watchers
-// when anything changed. A device being scrubbed or allocated right now keeps its last health: a
-// scrub replaces the device, and a check in the middle would see it missing.
+// CheckHealth checks every device, rebuilds a damaged one that no pod holds, scrubs again one
+// whose scrub failed, and wakes watchers when anything changed. A device being scrubbed or
+// allocated right now keeps its last health: a scrub replaces the device, and a check in the
+// middle would see it missing.
 func (r *Resource) CheckHealth() {
 	changed := false
 	for _, u := range r.p.Units() {
@@ -98,8 +101,10 @@ func (r *Resource) CheckHealth() {
 		if !l.TryLock() {
 			continue
 		}
-		err := r.p.Check(u.ID)
-		if err != nil {
+		var err error
+		if r.scrubFailure(u.ID) != nil {
+			err = r.retryScrub(u.ID)
+		} else if err = r.p.Check(u.ID); err != nil {
 			err = r.repair(u.ID, err)
 		}
 		l.Unlock()
@@ -133,8 +138,9 @@ func (r *Resource) setHealth(id string, err error) bool {
 // repair rebuilds a damaged device that is not handed out (scrub makes a new one), and returns
 // nil when that worked, else the damage. A handed-out device is left alone: a pod may be using
 // it. A withheld device is retried even when dirty: it has no file a pod could use, and the
-// provider refuses the retry cheaply until what it needs is back; made again, it is clean. The
-// caller holds the device's lock.
+// provider refuses the retry cheaply until what it needs is back; made again, it is clean. A
+// rebuild whose scrub fails takes the device out of service as any failed scrub does. The caller
+// holds the device's lock.
 func (r *Resource) repair(id string, damage error) error {
 	e, dirty := r.led.Dirty(id)
 	withheld := errors.Is(damage, device.ErrWithheld)
@@ -145,7 +151,11 @@ func (r *Resource) repair(id string, damage error) error {
 		if errors.Is(err, device.ErrWithheld) {
 			return err
 		}
-		return fmt.Errorf("%w; rebuilding it failed: %v", damage, err)
+		err = fmt.Errorf("%w; rebuilding it failed: %w", damage, err)
+		if errors.Is(err, device.ErrScrubFailed) {
+			r.scrubFailed(id, err) // the health check retries the scrub from now on
+		}
+		return err
 	}
 	if err := r.p.Check(id); err != nil {
 		return err
@@ -157,6 +167,70 @@ func (r *Resource) repair(id string, damage error) error {
 		}
 	}
 	r.log.Info("device rebuilt", "device", id, "damage", damage.Error())
+	return nil
+}
+
+// scrubFailure is why the device is out of service for a failed scrub, or nil.
+func (r *Resource) scrubFailure(id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed[id]
+}
+
+// ScrubFailures are the devices out of service because their scrub failed, with the error.
+func (r *Resource) ScrubFailures() map[string]error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]error, len(r.failed))
+	for id, err := range r.failed {
+		out[id] = err
+	}
+	return out
+}
+
+// scrubFailed takes a device whose scrub failed out of service: the previous tenant's traces
+// may still be in it, so it is reported unhealthy (the kubelet then allocates it to no pod) and
+// Allocate refuses it, until a retried scrub works. The caller holds the device's lock.
+func (r *Resource) scrubFailed(id string, err error) {
+	r.scrubErrors.Add(1)
+	r.mu.Lock()
+	_, was := r.failed[id]
+	r.failed[id] = err
+	r.mu.Unlock()
+	if !was {
+		r.log.Warn("device out of service: its scrub failed", "device", id, "err", err)
+	}
+	r.markUnhealthy(id, err)
+}
+
+// retryScrub scrubs a device whose scrub failed again, and returns its health. The device is no
+// pod's: Allocate refused it from the failure on (a failure inside Allocate failed that
+// allocation), and Reclaim scrubs only devices no pod holds. When the scrub works the device is
+// clean and back in service; a pool unit that is withheld now leaves it to the withheld path.
+// The caller holds the device's lock.
+func (r *Resource) retryScrub(id string) error {
+	err := r.p.Scrub(id)
+	if err == nil {
+		err = r.p.Check(id)
+	}
+	r.mu.Lock()
+	if err == nil || errors.Is(err, device.ErrWithheld) {
+		delete(r.failed, id)
+	} else {
+		r.failed[id] = err
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if e, dirty := r.led.Dirty(id); dirty {
+		r.led.Clean(id, e.AllocatedAt)
+		if err := r.led.Save(); err != nil {
+			r.log.Warn("save state", "err", err)
+		}
+	}
+	r.bgScrubs.Add(1)
+	r.log.Info("device back in service: a retried scrub worked", "device", id)
 	return nil
 }
 
@@ -261,14 +335,22 @@ func (r *Resource) Allocate(req *pluginapi.AllocateRequest) (*pluginapi.Allocate
 		}
 	}()
 	for _, id := range all {
+		// A background scrub may have failed between the health check above and the lock:
+		// the device is out of service, and its retry must never run under a pod.
+		if err := r.scrubFailure(id); err != nil {
+			return nil, fmt.Errorf("allocate %s: device %s unhealthy: %w", r.Name(), id, err)
+		}
+	}
+	for _, id := range all {
 		if _, dirty := r.led.Dirty(id); !dirty {
 			continue
 		}
 		if err := r.p.Scrub(id); err != nil {
-			if !errors.Is(err, device.ErrWithheld) {
-				r.scrubErrors.Add(1)
+			if errors.Is(err, device.ErrWithheld) {
+				r.markUnhealthy(id, err)
+			} else {
+				r.scrubFailed(id, err)
 			}
-			r.markUnhealthy(id, err)
 			return nil, fmt.Errorf("allocate %s: %w", r.Name(), err)
 		}
 		r.syncScrubs.Add(1)
@@ -332,15 +414,17 @@ func (r *Resource) Reclaim(ctx context.Context, inUse map[string]bool, listedAt 
 		}
 		// Wait out a health check or an Allocate; an Allocate in between makes the entry differ.
 		l.Lock()
-		if cur, dirty := r.led.Dirty(id); dirty && cur == e {
+		// A device whose scrub failed is the health check's to retry: each failure counts once.
+		if cur, dirty := r.led.Dirty(id); dirty && cur == e && r.scrubFailure(id) == nil {
 			err := r.p.Scrub(id)
 			switch {
 			case errors.Is(err, device.ErrWithheld):
 				// The provider logged why; the health check retries it.
 				r.markUnhealthy(id, err)
 			case err != nil:
-				r.scrubErrors.Add(1)
-				r.log.Warn("background scrub failed", "device", id, "err", err)
+				// Out of service until the health check's retry works: left healthy and dirty,
+				// the kubelet would keep picking it and Allocate would keep failing its pods.
+				r.scrubFailed(id, err)
 			default:
 				r.led.Clean(id, e.AllocatedAt)
 				r.bgScrubs.Add(1)
@@ -377,5 +461,6 @@ func (r *Resource) Stats() Stats {
 			s.Withheld++
 		}
 	}
+	s.ScrubFailed = len(r.failed)
 	return s
 }

@@ -1,6 +1,7 @@
 package resource_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,11 +11,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"golang.org/x/sys/unix"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
@@ -213,4 +217,128 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestScrubFailureTakesDeviceOutOfService breaks a dirty slot's scrub for real (its device-info
+// path is a directory the scrub cannot remove, or its mount point is a file no tmpfs can go on),
+// with the scrub run in the background (Reclaim), inside Allocate, or by the health check
+// rebuilding a clean slot it found damaged (its tmpfs gone). The slot goes out of
+// service: unhealthy in the device list (watchers woken), refused by Allocate with the reason,
+// counted, its previous tenant's file never handed out. Every health check scrubs it again; while
+// the cause is there it stays out, once it is gone the slot is clean and healthy and allocates
+// empty.
+func TestScrubFailureTakesDeviceOutOfService(t *testing.T) {
+	ids := slots.IDs(2)
+	const id = "slot-001"
+	for _, brk := range []struct {
+		name       string
+		want       string // in the failure
+		tenantGone bool   // breaking it took the old tmpfs, with the tenant's file
+		brk, fix   func(t *testing.T, e *env)
+	}{
+		{name: "device-info path", want: "remove device-info",
+			brk: func(t *testing.T, e *env) {
+				must(t, os.MkdirAll(filepath.Join(e.devinfo.Path(names.SocketResource, id), "x"), 0o755))
+			},
+			fix: func(t *testing.T, e *env) { must(t, os.RemoveAll(e.devinfo.Path(names.SocketResource, id))) }},
+		{name: "mount point", want: "not a directory", tenantGone: true,
+			brk: func(t *testing.T, e *env) {
+				must(t, unix.Unmount(e.slot(id), unix.MNT_DETACH))
+				must(t, os.Remove(e.slot(id)))
+				must(t, os.WriteFile(e.slot(id), []byte("not a directory"), 0o644))
+			},
+			fix: func(t *testing.T, e *env) { must(t, os.Remove(e.slot(id))) }},
+	} {
+		for _, where := range []string{"reclaim", "allocate", "health check"} {
+			if where == "health check" && !brk.tenantGone {
+				continue // a check finds nothing wrong with the slot itself
+			}
+			t.Run(brk.name+"/"+where, func(t *testing.T) {
+				e := newEnv(t, ids)
+				must(t, os.WriteFile(filepath.Join(e.slot(id), "port.json"), []byte("old tenant"), 0o644))
+				led, _ := ledger.Open(filepath.Join(e.root, "ledger"), ids) // every slot dirty
+				if where == "health check" {
+					led.Clean(id, led.DirtyIDs()[id].AllocatedAt) // a free slot: rebuilt when damaged
+				}
+				r, err := resource.New(e.provider, led, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+				must(t, err)
+				brk.brk(t, e)
+				_, changed := r.Devices()
+
+				var failure error
+				switch where {
+				case "reclaim":
+					if n := r.Reclaim(t.Context(), nil, time.Now(), 0); n != 1 {
+						t.Fatalf("reclaim scrubbed %d slots, want 1 (the other)", n)
+					}
+				case "allocate":
+					failure = allocateErr(r, id)
+					if failure == nil || !strings.Contains(failure.Error(), brk.want) {
+						t.Fatalf("Allocate with a failing scrub: %v, want an error containing %q", failure, brk.want)
+					}
+				case "health check":
+					r.CheckHealth()
+				}
+				select {
+				case <-changed:
+				default:
+					t.Error("watchers were not woken")
+				}
+				outOfService := func(when string) {
+					t.Helper()
+					if h := health(r, id); h != pluginapi.Unhealthy {
+						t.Errorf("%s: %s is %s, want Unhealthy", when, id, h)
+					}
+					if st := r.Stats(); st.ScrubFailed != 1 || st.ScrubErrors != 1 || st.Unhealthy != 1 {
+						t.Errorf("%s: stats %+v, want 1 scrub failed, 1 scrub error, 1 unhealthy", when, st)
+					}
+					if f := r.ScrubFailures()[id]; !errors.Is(f, device.ErrScrubFailed) || !strings.Contains(f.Error(), brk.want) {
+						t.Errorf("%s: scrub failure of %s: %v, want device.ErrScrubFailed containing %q", when, id, f, brk.want)
+					}
+					if err := allocateErr(r, id); err == nil || !strings.Contains(err.Error(), id+" unhealthy") || !strings.Contains(err.Error(), brk.want) {
+						t.Errorf("%s: Allocate of the slot: %v, want a refusal with the reason", when, err)
+					}
+					if _, err := os.Stat(filepath.Join(e.slot(id), "port.json")); !brk.tenantGone && err != nil {
+						t.Errorf("%s: the old tenant's file: %v (the failed scrub did not get that far)", when, err)
+					}
+				}
+				outOfService("after the failure")
+				r.CheckHealth() // the retry fails the same way
+				outOfService("after a failed retry")
+
+				brk.fix(t, e)
+				r.CheckHealth()
+				if h := health(r, id); h != pluginapi.Healthy {
+					t.Fatalf("after the cause is gone: %s is %s (%v)", id, h, r.ScrubFailures()[id])
+				}
+				if st := r.Stats(); st.ScrubFailed != 0 || st.Unhealthy != 0 {
+					t.Errorf("stats %+v, want none failed or unhealthy", st)
+				}
+				if _, dirty := led.Dirty(id); dirty {
+					t.Errorf("%s still dirty after the retried scrub worked", id)
+				}
+				if err := allocateErr(r, id); err != nil {
+					t.Fatalf("Allocate after the retry worked: %v", err)
+				}
+				if ents, err := os.ReadDir(e.slot(id)); err != nil || len(ents) != 0 {
+					t.Errorf("the next tenant's slot holds %v (%v)", ents, err)
+				}
+			})
+		}
+	}
+}
+
+func allocateErr(r *resource.Resource, ids ...string) error {
+	_, err := r.Allocate(&pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}})
+	return err
+}
+
+func health(r *resource.Resource, id string) string {
+	devs, _ := r.Devices()
+	for _, d := range devs {
+		if d.ID == id {
+			return d.Health
+		}
+	}
+	return "missing"
 }

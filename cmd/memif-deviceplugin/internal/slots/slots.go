@@ -171,13 +171,14 @@ func (p *Provider) Check(id string) error {
 
 // Scrub gives the slot a fresh tmpfs and removes its device-info file. The old tmpfs, with
 // anything the previous tenant left in it and any link directory the CNI bind-mounted into it,
-// is detached, never deleted through: a link's own files belong to its other pod too.
+// is detached, never deleted through: a link's own files belong to its other pod too. A failure
+// is a *device.ScrubError (device.ErrScrubFailed).
 func (p *Provider) Scrub(id string) error {
 	if err := p.devinfo.Remove(names.SocketResource, id); err != nil {
-		return fmt.Errorf("scrub %s: %w", id, err)
+		return &device.ScrubError{ID: id, Err: err}
 	}
 	if err := p.replace(id); err != nil {
-		return fmt.Errorf("scrub %s: %w", id, err)
+		return &device.ScrubError{ID: id, Err: err}
 	}
 	return nil
 }
