@@ -42,7 +42,8 @@ const (
 	portsKey       = names.PortsAnnotation
 	stateDir       = names.StateDir
 	kubeletDir     = names.KubeletDir
-	devinfoDP      = "/var/run/k8s.cni.cncf.io/devinfo/dp" // cmd/internal/devinfo.DefaultDir
+	devinfoDP      = "/var/run/k8s.cni.cncf.io/devinfo/dp"  // cmd/internal/devinfo.DefaultDir
+	devinfoCNI     = "/var/run/k8s.cni.cncf.io/devinfo/cni" // memif-cni's: the sibling of dp (devinfo.CNIPath)
 	httpPort       = 9102
 )
 
@@ -212,11 +213,11 @@ func TestOverlaysBuild(t *testing.T) {
 // The node agent: namespace, image, hostPaths, flags and their mounts, probes, hugepages.
 func TestNodeAgent(t *testing.T) {
 	wantHostPaths := map[string][]string{
-		"base":                  {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP},
-		"overlays/chained":      {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d"},
-		"overlays/cert-manager": {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d"},
-		"overlays/multus":       {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP},
-		"overlays/dra": {"/opt/cni/bin", kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d",
+		"base":                  {"/opt/cni/bin", "/var/lib", devinfoCNI, kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP},
+		"overlays/chained":      {"/opt/cni/bin", "/var/lib", devinfoCNI, kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d"},
+		"overlays/cert-manager": {"/opt/cni/bin", "/var/lib", devinfoCNI, kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d"},
+		"overlays/multus":       {"/opt/cni/bin", "/var/lib", devinfoCNI, kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP},
+		"overlays/dra": {"/opt/cni/bin", "/var/lib", devinfoCNI, kubeletDir + "/device-plugins", kubeletDir + "/pod-resources", stateDir, devinfoDP, "/etc/cni/net.d",
 			kubeletDir + "/plugins", kubeletDir + "/plugins_registry", "/var/run/cdi"},
 	}
 	for dir, want := range wantHostPaths {
@@ -296,6 +297,17 @@ func TestNodeAgent(t *testing.T) {
 			}
 			if m := mounts["deviceplugin:"+stateDir]; m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationBidirectional {
 				t.Errorf("state dir mount propagation %v, want Bidirectional", m.MountPropagation)
+			}
+			// The state dir's parent, through which an uninstall removes it: the host's, and
+			// HostToContainer, so that no copy of a pod's volume, slot or pool mount made at the
+			// agent's start outlives the host's unmount of it in the agent's container.
+			v, _ := flagValue(dp.Args, "state-dir-parent")
+			if m := mounts["deviceplugin:"+v]; hostPaths[m.Name] != filepath.Dir(stateDir) ||
+				m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer {
+				t.Errorf("deviceplugin --state-dir-parent=%q: mount %+v, want the host's %s with HostToContainer propagation", v, m, filepath.Dir(stateDir))
+			}
+			if m := mounts["deviceplugin:"+devinfoCNI]; hostPaths[m.Name] != devinfoCNI {
+				t.Errorf("deviceplugin: %s (memif-cni's device-info, removed at an uninstall) is not the host's (mount %+v)", devinfoCNI, m)
 			}
 			inst := container(t, spec.InitContainers, "install-cni")
 			if v, _ := flagValue(inst.Args, "cni-bin-dir"); hostPaths[mounts["install-cni:"+v].Name] != "/opt/cni/bin" {

@@ -39,6 +39,7 @@ func run() error {
 	flag.StringVar(&cfgPath, "config", "", "YAML config file (default: 64 socket slots and pool hugepool of 4 x 64Mi units per NUMA node)")
 	flag.StringVar(&opts.KubeletDir, "kubelet-dir", names.KubeletDir, "kubelet root directory (device-plugins/ and pod-resources/ live under it)")
 	flag.StringVar(&opts.StateDir, "state-dir", names.StateDir, "memifnet state directory (sockets/, pools/, deviceplugin/)")
+	flag.StringVar(&opts.StateParentDir, "state-dir-parent", "", "the host directory holding --state-dir, mounted apart from it (the manifests: /var/lib at /host/var/lib): an uninstall removes the emptied state dir through it; empty: the state dir stays")
 	flag.StringVar(&opts.SysfsRoot, "sysfs-root", "/sys", "sysfs root, read for NUMA nodes")
 	flag.StringVar(&opts.DevinfoDir, "devinfo-dir", devinfo.DefaultDir, "directory for NPWG device-info files")
 	flag.StringVar(&opts.CDIDir, "cdi-dir", "", "write CDI specs here (e.g. /var/run/cdi) and answer Allocate with CDI devices instead of mounts")

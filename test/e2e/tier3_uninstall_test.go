@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,35 +29,51 @@ func (x *tier3) snapshot(t *testing.T) cluster.Snapshot {
 	return s
 }
 
-// nodeAsBefore waits (60 s at most: the agent cleans as it stops, HugePages_Free is the
-// machine's) until the node is as the snapshot before the install had it: no mount and no file
-// under the state dir, the CNI bin and conf dirs as they were (memif-cni's binaries and its
-// conflist entry gone), and at least as many free hugepages. The state dir itself may stay,
-// empty: it is the agent's hostPath volume, a mount point in its container, so the agent cannot
-// remove it (the kubelet made it; docs/deviceplugin.md).
+// nodeAsBefore waits (90 s at most: the agent cleans as it stops, the kubelet deletes a DRA
+// driver's ResourceSlices 30 s after it unregisters, HugePages_Free is the machine's) until the
+// node is as the snapshot before the install had it: no mount and no file under the state dir
+// (nor the state dir itself, when it was not there), the CNI bin and conf dirs as they were
+// (memif-cni's binaries and its conflist entry gone), no memifnet file left in the kubelet's
+// device-plugins, plugins and plugins_registry, the CDI spec dirs and the device-info dirs, no
+// ResourceSlice of memifnet.io for the node, and at least as many free hugepages.
 func (x *tier3) nodeAsBefore(ctx context.Context, t *testing.T, before cluster.Snapshot, what string) {
 	t.Helper()
 	var changed []string
 	var after cluster.Snapshot
-	err := node.Poll(ctx, 60*time.Second, "the node as before the install", func() (bool, error) {
+	nSlices := 0
+	err := node.Poll(ctx, 90*time.Second, "the node as before the install", func() (bool, error) {
 		s, err := cluster.TakeSnapshot()
 		if err != nil {
 			return false, err
 		}
 		after = s
-		// The state dir may stay (empty), and what was in it before the install (a reused
-		// machine's earlier run) may be gone: the uninstall empties it.
-		changed = slices.DeleteFunc(before.ChangedUnder(after, t3StateDir, cluster.CNIBinDir, cluster.CNIConfDir),
-			func(d string) bool { return d == "+path "+t3StateDir || strings.HasPrefix(d, "-path "+t3StateDir+"/") })
-		return len(changed) == 0 && after.HugepagesFree >= before.HugepagesFree, nil
+		// What the state dir held before the install (a reused machine's earlier run) may be
+		// gone: the uninstall removes memifnet's state. Nothing may be added.
+		changed = slices.DeleteFunc(before.ChangedUnder(after, append([]string{t3StateDir, cluster.CNIBinDir, cluster.CNIConfDir}, cluster.MemifnetFiles...)...),
+			func(d string) bool { return d == "-path "+t3StateDir || strings.HasPrefix(d, "-path "+t3StateDir+"/") })
+		rs, err := x.cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+			FieldSelector: "spec.nodeName=" + cluster.NodeName + ",spec.driver=" + names.DRADriver})
+		if err != nil {
+			return false, err
+		}
+		nSlices = len(rs.Items)
+		return len(changed) == 0 && nSlices == 0 && after.HugepagesFree >= before.HugepagesFree, nil
 	})
 	if err != nil {
-		x.errorf(t, "%s: %v: HugePages_Free %d (before the install %d); changed under %s, %s, %s:\n  %s", what, err,
-			after.HugepagesFree, before.HugepagesFree, t3StateDir, cluster.CNIBinDir, cluster.CNIConfDir, strings.Join(changed, "\n  "))
+		x.errorf(t, "%s: %v: HugePages_Free %d (before the install %d); %d ResourceSlices of %s; changed:\n  %s", what, err,
+			after.HugepagesFree, before.HugepagesFree, nSlices, names.DRADriver, strings.Join(changed, "\n  "))
 		t.FailNow()
 	}
-	x.logf("uninstall: %s the node is as before the install: no mount or file under %s, %s and %s as they were, HugePages_Free %d (before %d)",
-		what, t3StateDir, cluster.CNIBinDir, cluster.CNIConfDir, after.HugepagesFree, before.HugepagesFree)
+	x.logf("uninstall: %s the node is as before the install: no mount or file under %s (the dir: %s before the install, %s now), %s and %s as they were, no memifnet file in %q, no ResourceSlice of %s, HugePages_Free %d (before %d)",
+		what, t3StateDir, presence(before, t3StateDir), presence(after, t3StateDir), cluster.CNIBinDir, cluster.CNIConfDir, cluster.MemifnetFiles, names.DRADriver, after.HugepagesFree, before.HugepagesFree)
+}
+
+// presence says whether the snapshot has path.
+func presence(s cluster.Snapshot, path string) string {
+	if slices.Contains(s.Paths, path) {
+		return "present"
+	}
+	return "absent"
 }
 
 // ownDaemonSetRBAC: the node agent's one right outside the DRA overlay is reading its own
@@ -102,21 +117,19 @@ func (x *tier3) uninstall(ctx context.Context, t *testing.T) {
 		x.errorf(t, "after kubectl delete -k manifests/ the node still has mounts under %s: %q %v", t3StateDir, ms, err)
 	}
 	x.kubectl(ctx, t, "delete", "pod", "uninst-rx", "uninst-tx", "--wait=true")
-	// What the pair's DELs need stays: memif-cni's binaries (and, as memif-cni is out of the
-	// conflist, its device-info files of the pair). Exactly these, which docs/install.md says to
-	// remove by hand; the DRA overlay's uninstall below removes the binaries itself.
+	// What the pair's DELs need stays: memif-cni's binaries, exactly these, which docs/install.md
+	// says to remove by hand; the DRA overlay's uninstall below removes them itself. The pair's
+	// device-info files went at the uninstall (memif-cni, out of the conflist, did not run at
+	// their DELs).
 	left := x.installed.ChangedUnder(x.snapshot(t), cluster.CNIBinDir)
 	want := []string{"+path " + cluster.CNIBinDir + "/memif-cni", "+path " + cluster.CNIBinDir + "/" + names.PodInfoHelper}
 	if slices.Sort(left); !slices.Equal(left, want) {
 		x.errorf(t, "after the pair went, changed under %s: %q, want %q", cluster.CNIBinDir, left, want)
 	}
-	devinfo, _ := filepath.Glob(filepath.Join(t3DevInfoDir, "cni", "memifnet-*"))
-	for _, f := range devinfo {
-		if err := os.Remove(f); err != nil {
-			t.Fatal(err)
-		}
+	if devinfo, _ := filepath.Glob(filepath.Join(t3DevInfoDir, "*", "memifnet*")); len(devinfo) != 0 {
+		x.errorf(t, "after the pair went, device-info files are left: %q", devinfo)
 	}
-	x.logf("uninstall: the pair passed traffic to the end; after it went, memif-cni's binaries and %d device-info files were left", len(devinfo))
+	x.logf("uninstall: the pair passed traffic to the end; after it went, only memif-cni's binaries were left")
 
 	x.kubectl(ctx, t, "apply", "-k", "manifests/overlays/dra/")
 	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")

@@ -33,6 +33,13 @@ type Snapshot struct {
 // programs whose processes must not outlive the cluster.
 var clusterPrograms = regexp.MustCompile(`(^|/)(kube|kubelet|kube-apiserver|kube-controller-manager|kube-scheduler|etcd|containerd|containerd-shim-runc-v2|memif-deviceplugin|memif-cni-install|memif-perf|memif-webhook|pause|multus)$`)
 
+// MemifnetFiles are the globs of memifnet's files in directories it shares with others.
+var MemifnetFiles = []string{
+	names.KubeletDir + "/device-plugins/memifnet*", names.KubeletDir + "/plugins/memifnet.io*",
+	names.KubeletDir + "/plugins_registry/memifnet.io*", "/run/cdi/memifnet*", "/etc/cdi/memifnet*",
+	"/run/k8s.cni.cncf.io/devinfo/*/memifnet*",
+}
+
 // TakeSnapshot reads the host state.
 func TakeSnapshot() (Snapshot, error) {
 	var s Snapshot
@@ -86,6 +93,13 @@ func TakeSnapshot() (Snapshot, error) {
 	}
 	if confs, err := filepath.Glob(CNIConfDir + "/*"); err == nil {
 		s.Paths = append(s.Paths, confs...)
+	}
+	// What memifnet leaves in directories it shares with others: the kubelet's device plugin
+	// and DRA plugin sockets and registrations, CDI specs, NPWG device-info files.
+	for _, g := range MemifnetFiles {
+		if m, err := filepath.Glob(g); err == nil {
+			s.Paths = append(s.Paths, m...)
+		}
 	}
 	sort.Strings(s.Paths)
 	ents, _ := os.ReadDir("/proc")

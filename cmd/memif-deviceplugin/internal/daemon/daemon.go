@@ -60,6 +60,10 @@ type Options struct {
 	CNIBinDir string
 	// Version is the agent's build, the version label of memifnet_build_info.
 	Version string
+	// StateParentDir is the host directory holding StateDir (/var/lib), mounted apart from
+	// StateDir's own volume: an uninstall removes the emptied state dir through it (from inside
+	// its own volume it is a mount point). Empty: the empty state dir stays at an uninstall.
+	StateParentDir string
 
 	HealthInterval  time.Duration // device checks
 	ReclaimInterval time.Duration // PodResources polls

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/owner"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/podresources"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/teardown"
@@ -13,11 +14,30 @@ import (
 )
 
 // uninstall cleans the node: the state dir always (running pods keep their own mounts of what
-// they use), memif-cni's binaries only when no memif pod is left, so that the DEL of one still
-// running finds its plugin.
+// they use), then the state dir itself through its parent (Options.StateParentDir), the
+// device-info files of the agent and of memif-cni, memifnet's CDI specs and the DRA driver's
+// socket directory; memif-cni's binaries only when no memif pod is left, so that the DEL of one
+// still running finds its plugin.
 func (d *Daemon) uninstall() error {
 	inUse, inUseErr := d.devicesInUse()
-	err := errors.Join(teardown.Clean(d.opts.StateDir, d.opts.Log), teardown.RemoveDevinfo(d.opts.DevinfoDir))
+	err := teardown.Clean(d.opts.StateDir, d.opts.Log)
+	if d.opts.StateParentDir != "" && err == nil { // what Clean left keeps the state dir
+		err = teardown.RemoveStateDir(d.opts.StateDir, d.opts.StateParentDir, d.opts.Log)
+	}
+	err = errors.Join(err, teardown.RemoveDevinfo(d.opts.DevinfoDir),
+		// memif-cni's files go to the sibling "cni" of the device plugins' "dp" (devinfo.CNIPath).
+		teardown.RemoveCNIDevinfo(filepath.Join(filepath.Dir(d.opts.DevinfoDir), "cni")))
+	if d.opts.CDIDir != "" {
+		err = errors.Join(err, teardown.RemoveCDISpecs(d.opts.CDIDir))
+	}
+	if d.dra != nil {
+		cdiDir := d.opts.CDIDir
+		if cdiDir == "" {
+			cdiDir = cdi.DefaultDir // newDRA's
+		}
+		err = errors.Join(err, teardown.RemoveCDISpecs(cdiDir),
+			teardown.RemovePluginDir(filepath.Join(d.opts.KubeletDir, "plugins"), d.opts.Config.DRA.Driver(), d.opts.Log))
+	}
 	switch {
 	case d.opts.CNIBinDir == "":
 	case inUse > 0 || inUseErr != nil:

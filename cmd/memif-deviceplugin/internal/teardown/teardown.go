@@ -150,9 +150,107 @@ func RemoveBinaries(binDir string, log *slog.Logger) error {
 	return nil
 }
 
+// RemoveStateDir removes the state dir itself, emptied by Clean, through parent: the host
+// directory that holds it, mounted in the agent's container apart from the state dir's own
+// volume. From inside that volume the state dir is a mount point of the container and cannot be
+// removed; through its parent it is a plain directory (removing it leaves the container's bind of
+// it on a deleted directory, which goes with the container). Only an empty directory goes, and
+// only when parent's entry is the very directory the agent cleaned (same device and inode) and
+// nothing is mounted on it in this mount namespace: rmdir follows no symlink, and a state dir
+// that is itself a mount on the host (made before memifnet) or still holds what Clean left (a
+// foreign mount) stays, with an error saying why. A state dir already gone is not an error.
+func RemoveStateDir(stateDir, parent string, log *slog.Logger) error {
+	stateDir = filepath.Clean(stateDir)
+	sd, err := safefs.Open(stateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("teardown: %w", err)
+	}
+	want, err := sd.Identity()
+	st, serr := sd.Stat()
+	sd.Close()
+	if err = errors.Join(err, serr); err != nil {
+		return fmt.Errorf("teardown: %w", err)
+	}
+	if st.Nlink == 0 {
+		return nil // removed already: the container's view of it is a deleted directory
+	}
+	p, err := safefs.Open(parent)
+	if err != nil {
+		return fmt.Errorf("teardown: state dir's parent: %w", err)
+	}
+	defer p.Close()
+	name := filepath.Base(stateDir)
+	in, err := p.Inspect(name) // refuses a symlink or a non-directory
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("teardown: %s/%s is missing: --state-dir-parent is not the parent of %s", parent, name, stateDir)
+	}
+	if err != nil {
+		return fmt.Errorf("teardown: %w", err)
+	}
+	if in.MountRoot {
+		return fmt.Errorf("teardown: %s/%s is a mount point on the host (not the agent's): left", parent, name)
+	}
+	if !in.SameFile(want) {
+		return fmt.Errorf("teardown: %s/%s (%s) is not the state dir %s (%s): left", parent, name, in.Identity, stateDir, want)
+	}
+	if err := unix.Unlinkat(p.Fd(), name, unix.AT_REMOVEDIR); err != nil {
+		return fmt.Errorf("teardown: remove the state dir %s/%s: %w", parent, name, err)
+	}
+	log.Info("uninstall: removed the state dir", "stateDir", stateDir, "via", parent)
+	return nil
+}
+
+// RemovePluginDir removes the DRA driver's socket directory (<kubelet>/plugins/<driver>), which
+// the driver made and the kubelet plugin library emptied as it stopped; a directory still holding
+// something stays, with an error. A missing one is not an error.
+func RemovePluginDir(pluginsDir, driver string, log *slog.Logger) error {
+	d, err := safefs.Open(pluginsDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("teardown: %w", err)
+	}
+	defer d.Close()
+	if _, err := d.Inspect(driver); errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("teardown: %w", err)
+	}
+	if err := unix.Unlinkat(d.Fd(), driver, unix.AT_REMOVEDIR); err != nil {
+		return fmt.Errorf("teardown: remove %s/%s: %w", pluginsDir, driver, err)
+	}
+	log.Info("uninstall: removed the DRA plugin directory", "dir", pluginsDir+"/"+driver)
+	return nil
+}
+
+// RemoveCDISpecs removes memifnet's CDI spec files from dir: the device plugin's
+// (memifnet.io-<resource>.json) and the DRA driver's (memifnet.io-claim_<uid>.json, of claims
+// still prepared at the uninstall). Others' specs stay.
+func RemoveCDISpecs(dir string) error {
+	return removeMatching(dir, strings.ReplaceAll(names.ResourcePrefix, "/", "-"), ".json")
+}
+
+// RemoveCNIDevinfo removes memif-cni's device-info files (memifnet-<container>_<if>-<port>-device.json)
+// from dir, those of pods still running too: with memif-cni out of the conflist (chained) their
+// DELs no longer run it, and nothing reads the files after the ADD (Multus copied them into the
+// pod's network-status then), so removing them now is the only way they do not outlive the pods.
+func RemoveCNIDevinfo(dir string) error {
+	return removeMatching(dir, "memifnet-", "-device.json")
+}
+
 // RemoveDevinfo removes the agent's device-info files (memifnet.io-<resource>-<id>-device.json)
 // from dir: those of devices pods still hold at the uninstall, which no scrub will remove.
 func RemoveDevinfo(dir string) error {
+	return removeMatching(dir, strings.ReplaceAll(names.ResourcePrefix, "/", "-"), "-device.json")
+}
+
+// removeMatching removes the entries of dir named prefix*suffix (files or symlinks: not what a
+// link points to); a missing dir is not an error.
+func removeMatching(dir, prefix, suffix string) error {
 	d, err := safefs.Open(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -165,10 +263,9 @@ func RemoveDevinfo(dir string) error {
 	if err != nil {
 		return fmt.Errorf("teardown: %w", err)
 	}
-	prefix := strings.ReplaceAll(names.ResourcePrefix, "/", "-")
 	var errs []error
 	for _, n := range ents {
-		if strings.HasPrefix(n, prefix) && strings.HasSuffix(n, "-device.json") {
+		if strings.HasPrefix(n, prefix) && strings.HasSuffix(n, suffix) {
 			errs = append(errs, d.Remove(n))
 		}
 	}

@@ -192,3 +192,188 @@ func TestRemoveDevinfo(t *testing.T) {
 		t.Errorf("a missing dir: %v", err)
 	}
 }
+
+// containerView bind-mounts the host's state dir on a directory of its own, as the kubelet mounts
+// the agent's state volume: there the state dir is a mount point that cannot be removed.
+func containerView(t *testing.T, hostState string) string {
+	t.Helper()
+	ctr := filepath.Join(t.TempDir(), filepath.Base(hostState))
+	bind(t, hostState, ctr)
+	return ctr
+}
+
+// The state dir, a mount point in the agent's container, goes through its parent once Clean
+// emptied it; a second uninstall finds nothing to do.
+func TestRemoveStateDir(t *testing.T) {
+	testutil.RequireRoot(t, "bind mounts")
+	parent := t.TempDir()
+	hostState := filepath.Join(parent, "memifnet")
+	if err := os.MkdirAll(filepath.Join(hostState, "sockets/slot-000"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctr := containerView(t, hostState)
+	t.Cleanup(func() { _ = testutil.UnmountAll(ctr) })
+	mountSlot(t, ctr, "sockets/slot-001", "memifnet-slot")
+	if err := Clean(ctr, slog.Default()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(hostState); err != nil {
+		t.Fatalf("the state dir after Clean: %v, want it there (a mount point of the container)", err)
+	}
+	if err := RemoveStateDir(ctr, parent, slog.Default()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(hostState); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the state dir on the host: %v, want it removed", err)
+	}
+	if err := RemoveStateDir(ctr, parent, slog.Default()); err != nil {
+		t.Errorf("again, with the state dir gone: %v", err)
+	}
+}
+
+// What RemoveStateDir must leave: a state dir Clean could not empty, one that is a mount point
+// on the host, a symlink in the parent where the state dir is, and a parent that does not hold
+// this state dir. Each one stays, and the error says why.
+func TestRemoveStateDirLeaves(t *testing.T) {
+	testutil.RequireRoot(t, "bind mounts")
+	setup := func(t *testing.T) (parent, hostState, ctr string) {
+		parent = t.TempDir()
+		hostState = filepath.Join(parent, "memifnet")
+		if err := os.Mkdir(hostState, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return parent, hostState, containerView(t, hostState)
+	}
+	t.Run("not empty", func(t *testing.T) {
+		parent, hostState, ctr := setup(t)
+		if err := os.WriteFile(filepath.Join(hostState, "left"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := RemoveStateDir(ctr, parent, slog.Default()); !errors.Is(err, unix.ENOTEMPTY) {
+			t.Errorf("RemoveStateDir: %v, want ENOTEMPTY", err)
+		}
+		if _, err := os.Stat(filepath.Join(hostState, "left")); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Run("a mount on the host", func(t *testing.T) {
+		parent, hostState, _ := setup(t)
+		// The state dir existed before memifnet, as a mount of its own (then the container's
+		// volume is a bind of that mount).
+		if err := unix.Mount("tmpfs", hostState, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = unix.Unmount(hostState, unix.MNT_DETACH) })
+		ctr := containerView(t, hostState)
+		if err := RemoveStateDir(ctr, parent, slog.Default()); err == nil || !strings.Contains(err.Error(), "mount point") {
+			t.Errorf("RemoveStateDir: %v, want it to refuse a mount point", err)
+		}
+		if ms := testutil.MountsUnder(t, parent); !slices.Contains(ms, hostState) {
+			t.Errorf("mounts under the parent %q, want %s still mounted", ms, hostState)
+		}
+	})
+	t.Run("a symlink", func(t *testing.T) {
+		_, hostState, ctr := setup(t)
+		other := t.TempDir()
+		if err := os.Symlink(hostState, filepath.Join(other, "memifnet")); err != nil {
+			t.Fatal(err)
+		}
+		if err := RemoveStateDir(ctr, other, slog.Default()); !errors.Is(err, safefs.ErrRefused) {
+			t.Errorf("RemoveStateDir: %v, want it refused", err)
+		}
+		if _, err := os.Stat(hostState); err != nil {
+			t.Errorf("the state dir behind the symlink: %v", err)
+		}
+	})
+	t.Run("another directory", func(t *testing.T) {
+		_, hostState, ctr := setup(t)
+		other := t.TempDir()
+		if err := os.Mkdir(filepath.Join(other, "memifnet"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := RemoveStateDir(ctr, other, slog.Default()); err == nil || !strings.Contains(err.Error(), "is not the state dir") {
+			t.Errorf("RemoveStateDir: %v, want it to say it is not the state dir", err)
+		}
+		for _, d := range []string{hostState, filepath.Join(other, "memifnet")} {
+			if _, err := os.Stat(d); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
+
+// The DRA driver's socket directory goes when the library emptied it, and stays otherwise.
+func TestRemovePluginDir(t *testing.T) {
+	plugins := t.TempDir()
+	if err := os.Mkdir(filepath.Join(plugins, "memifnet.io"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(plugins, "other.io"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemovePluginDir(plugins, "memifnet.io", slog.Default()); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(plugins); len(ents) != 1 || ents[0].Name() != "other.io" {
+		t.Errorf("left %v, want only other.io", ents)
+	}
+	if err := RemovePluginDir(plugins, "memifnet.io", slog.Default()); err != nil {
+		t.Errorf("again: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(plugins, "other.io", "dra.sock"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemovePluginDir(plugins, "other.io", slog.Default()); !errors.Is(err, unix.ENOTEMPTY) {
+		t.Errorf("a directory holding a socket: %v, want ENOTEMPTY", err)
+	}
+}
+
+// memifnet's CDI specs and memif-cni's device-info files go; others' files, and what a planted
+// symlink points to, stay.
+func TestRemoveCDISpecsAndCNIDevinfo(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		remove func(string) error
+		ours   []string
+		others []string
+	}{
+		{"cdi", RemoveCDISpecs,
+			[]string{"memifnet.io-socket.json", "memifnet.io-hugepool.json", "memifnet.io-claim_0b5e.json"},
+			[]string{"nvidia.com-gpu.json", "memifnet.io-socket.yaml"}},
+		{"cni devinfo", RemoveCNIDevinfo,
+			[]string{"memifnet-abc123_net1-east-device.json"},
+			[]string{"sriov-abc_net1-device.json", "memifnet.io-socket-slot-000-device.json"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, target := t.TempDir(), filepath.Join(t.TempDir(), "keep")
+			if err := os.WriteFile(target, []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range append(slices.Clone(c.ours[1:]), c.others...) {
+				if err := os.WriteFile(filepath.Join(dir, n), []byte("{}"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink(target, filepath.Join(dir, c.ours[0])); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.remove(dir); err != nil {
+				t.Fatal(err)
+			}
+			var left []string
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				left = append(left, e.Name())
+			}
+			if want := slices.Sorted(slices.Values(c.others)); !slices.Equal(left, want) {
+				t.Errorf("left %q, want %q", left, want)
+			}
+			if b, err := os.ReadFile(target); err != nil || string(b) != "x" {
+				t.Errorf("the symlink's target: %q, %v", b, err)
+			}
+			if err := c.remove(filepath.Join(dir, "missing")); err != nil {
+				t.Errorf("a missing dir: %v", err)
+			}
+		})
+	}
+}
