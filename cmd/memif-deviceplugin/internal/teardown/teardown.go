@@ -25,7 +25,8 @@ import (
 var magic = map[string]int64{"tmpfs": unix.TMPFS_MAGIC, "hugetlbfs": unix.HUGETLBFS_MAGIC}
 
 // Clean detaches the agent's mounts under stateDir and removes everything beneath it (and
-// stateDir itself when it is not a mount point, as it is in the agent's container). What is not
+// stateDir itself when it is not a mount point, as it is in the agent's container, nor in a
+// read-only directory). What is not
 // the agent's (another file system mounted there, a mount planted inside a slot) is neither
 // unmounted nor entered; it is reported in the error and left.
 func Clean(stateDir string, log *slog.Logger) error {
@@ -48,7 +49,10 @@ func Clean(stateDir string, log *slog.Logger) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("teardown %s: %w", stateDir, err)
 	}
-	if err := unix.Rmdir(stateDir); err != nil && !errors.Is(err, unix.EBUSY) {
+	// In the agent's container the state dir is a volume's mount point (EBUSY) on a read-only
+	// root file system (EROFS, which rmdir checks first): it stays here, and RemoveStateDir
+	// removes it through its parent.
+	if err := unix.Rmdir(stateDir); err != nil && !errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.EROFS) {
 		return fmt.Errorf("teardown: remove %s: %w", stateDir, err)
 	}
 	log.Info("uninstall: node cleaned", "stateDir", stateDir)

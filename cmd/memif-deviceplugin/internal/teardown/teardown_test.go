@@ -193,11 +193,20 @@ func TestRemoveDevinfo(t *testing.T) {
 	}
 }
 
-// containerView bind-mounts the host's state dir on a directory of its own, as the kubelet mounts
-// the agent's state volume: there the state dir is a mount point that cannot be removed.
+// containerView bind-mounts the host's state dir on a directory of its own in a read-only
+// directory, as the kubelet mounts the agent's state volume in its read-only root file system:
+// there the state dir is a mount point that cannot be removed (rmdir says EROFS before EBUSY).
 func containerView(t *testing.T, hostState string) string {
 	t.Helper()
-	ctr := filepath.Join(t.TempDir(), filepath.Base(hostState))
+	rootfs := t.TempDir()
+	ctr := filepath.Join(rootfs, filepath.Base(hostState))
+	if err := os.Mkdir(ctr, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bind(t, rootfs, rootfs)
+	if err := unix.Mount("", rootfs, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
 	bind(t, hostState, ctr)
 	return ctr
 }
