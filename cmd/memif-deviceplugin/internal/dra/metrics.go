@@ -53,7 +53,7 @@ func newMetrics() *metrics {
 		}, []string{"operation"}),
 		scrubErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "memifnet_dra_scrub_errors_total",
-			Help: "Scrubs of the DRA driver's devices that failed (a withheld unit is not counted), by type and hugepage pool.",
+			Help: "Scrubs of the DRA driver's devices that failed, by type and hugepage pool: a device out of service counts once, not at every retry (a withheld unit is not counted).",
 		}, []string{"type", "pool"}),
 	}
 }

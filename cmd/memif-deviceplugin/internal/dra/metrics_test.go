@@ -56,7 +56,7 @@ memifnet_dra_requests_total{operation="prepare",result="error"} 1
 memifnet_dra_requests_total{operation="prepare",result="success"} 1
 memifnet_dra_requests_total{operation="unprepare",result="error"} 0
 memifnet_dra_requests_total{operation="unprepare",result="success"} 0
-# HELP memifnet_dra_scrub_errors_total Scrubs of the DRA driver's devices that failed (a withheld unit is not counted), by type and hugepage pool.
+# HELP memifnet_dra_scrub_errors_total Scrubs of the DRA driver's devices that failed, by type and hugepage pool: a device out of service counts once, not at every retry (a withheld unit is not counted).
 # TYPE memifnet_dra_scrub_errors_total counter
 memifnet_dra_scrub_errors_total{pool="drapool",type="hugepage"} 2
 `, "memifnet_dra_prepared_claims", "memifnet_dra_devices", "memifnet_dra_requests_total", "memifnet_dra_scrub_errors_total")

@@ -103,6 +103,11 @@ memifnet_dra_devices{pool="drapool",state="withheld",type="hugepage"} 0
 		t.Error("the slot is back in the slices while its scrub still fails")
 	}
 	failedEvents()
+	compare(t, reg, `
+# HELP memifnet_dra_scrub_errors_total Scrubs of the DRA driver's devices that failed, by type and hugepage pool: a device out of service counts once, not at every retry (a withheld unit is not counted).
+# TYPE memifnet_dra_scrub_errors_total counter
+memifnet_dra_scrub_errors_total{pool="",type="socket"} 1
+`, "memifnet_dra_scrub_errors_total")
 
 	if err := os.RemoveAll(info); err != nil {
 		t.Fatal(err)

@@ -349,9 +349,11 @@ func (d *DeviceState) scrub(dev PreparedDevice) error {
 		pool = d.units[dev.Name].Name
 		err = d.units[dev.Name].Units.Scrub(dev.Name)
 	}
-	d.m.scrubFailed(dev.Kind, pool, err)
 	d.fmu.Lock()
 	_, was := d.failed[dev.Name]
+	if !was || !errors.Is(err, device.ErrScrubFailed) { // a device's failure counts once, not at every retry
+		d.m.scrubFailed(dev.Kind, pool, err)
+	}
 	if errors.Is(err, device.ErrScrubFailed) {
 		d.failed[dev.Name] = err
 	} else {
