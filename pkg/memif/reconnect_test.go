@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -60,7 +61,8 @@ func runEchoServer(addr string) int {
 func startEchoServer(t *testing.T, addr string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envEchoServer+"="+addr)
+	// GOTRACEBACK=all: a SIGQUIT at a timeout (dumpBoth) dumps every goroutine of the server.
+	cmd.Env = append(os.Environ(), envEchoServer+"="+addr, "GOTRACEBACK=all")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +105,7 @@ func TestReconnectAfterServerKill(t *testing.T) {
 		fill(p, seq)
 		for tx.TxBurst([][]byte{p}) != 1 {
 			if time.Now().After(deadline) {
+				dumpBoth(t, srv, cli)
 				return fmt.Errorf("send of packet %d timed out", seq)
 			}
 		}
@@ -114,6 +117,7 @@ func TestReconnectAfterServerKill(t *testing.T) {
 				}
 			}
 			if time.Now().After(deadline) {
+				dumpBoth(t, srv, cli)
 				return fmt.Errorf("echo of packet %d timed out", seq)
 			}
 		}
@@ -139,6 +143,7 @@ func TestReconnectAfterServerKill(t *testing.T) {
 		srv = startEchoServer(t, addr)
 		restarted := time.Now()
 		if err := waitUp(t, cli); err != nil {
+			dumpBoth(t, srv, cli)
 			t.Fatalf("round %d: %v", round, err)
 		}
 		if err := roundTrip(restarted.Add(recoveryBound)); err != nil {
@@ -151,4 +156,19 @@ func TestReconnectAfterServerKill(t *testing.T) {
 		}
 	}
 	t.Logf("slowest recovery after a server restart: %v", worst)
+}
+
+// dumpBoth shows which side holds a packet that did not come back: the client's rings and every
+// goroutine of this process in the log, and the echo server's goroutines (SIGQUIT) on stderr.
+func dumpBoth(t *testing.T, srv *exec.Cmd, cli *memif.Interface) {
+	t.Helper()
+	rs, rok := cli.RxQueue(0).RingState()
+	ts, tok := cli.TxQueue(0).RingState()
+	t.Logf("%s: client rx ring %+v (up %v), tx ring %+v (up %v), last error %v",
+		time.Now().Format("15:04:05.000"), rs, rok, ts, tok, cli.Err())
+	buf := make([]byte, 1<<20)
+	t.Logf("client goroutines:\n%s", buf[:runtime.Stack(buf, true)])
+	if err := srv.Process.Signal(syscall.SIGQUIT); err == nil {
+		srv.Wait() // the dump is written before it exits
+	}
 }

@@ -34,6 +34,7 @@ type serverSocket struct {
 	log  *slog.Logger
 
 	mu     sync.Mutex
+	closed bool // the listener is closed: the accept loop ends (no interface is not enough, see acceptLoop)
 	ifaces map[uint32]*Interface
 	conns  map[*socket.Conn]struct{} // every accepted connection, closed when the socket stops
 	wg     sync.WaitGroup            // the accept loop and connection goroutines
@@ -64,13 +65,16 @@ func registerServer(i *Interface) (*serverSocket, error) {
 		}
 		s = &serverSocket{
 			addr: i.cfg.Socket, ln: ln, log: i.cfg.Logger.With("memif_socket", i.cfg.Socket),
-			ifaces:  map[uint32]*Interface{},
+			ifaces:  map[uint32]*Interface{i.cfg.ID: i},
 			conns:   map[*socket.Conn]struct{}{},
-			serving: map[*Interface]*sync.WaitGroup{},
+			serving: map[*Interface]*sync.WaitGroup{i: {}},
 		}
 		servers.m[key] = s
+		// Accepting only once the interface is there: a client already dialling (one whose
+		// server restarts) is never told "ID not found" by a server that has its ID.
 		s.wg.Add(1)
 		go s.acceptLoop()
+		return s, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -103,6 +107,7 @@ func (s *serverSocket) unregister(i *Interface) {
 		return
 	}
 	delete(servers.m, socketKey(s.addr))
+	s.closed = true
 	s.ln.Close()
 	for c := range s.conns {
 		c.Close()
@@ -112,15 +117,20 @@ func (s *serverSocket) unregister(i *Interface) {
 	s.wg.Wait()
 }
 
+// acceptLoop serves the socket's clients until unregister closes the listener. A socket with no
+// interface on it is not a stopped one: registerServer starts this loop before it adds the first
+// interface, and another may join while the last one leaves. A client accepted then is served like
+// any other (bind says "ID not found" if no interface has joined when its INIT comes, and it
+// retries); ending the loop there left the listener bound and deaf for good.
 func (s *serverSocket) acceptLoop() {
 	defer s.wg.Done()
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
 			s.mu.Lock()
-			stopped := len(s.ifaces) == 0
+			closed := s.closed
 			s.mu.Unlock()
-			if stopped || errors.Is(err, net.ErrClosed) {
+			if closed || errors.Is(err, net.ErrClosed) {
 				return
 			}
 			s.log.Warn("memif: accept failed", "err", err)
@@ -128,7 +138,7 @@ func (s *serverSocket) acceptLoop() {
 			continue
 		}
 		s.mu.Lock()
-		if len(s.ifaces) == 0 {
+		if s.closed {
 			s.mu.Unlock()
 			c.Close()
 			return
