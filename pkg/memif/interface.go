@@ -167,7 +167,9 @@ func (i *Interface) Err() error {
 }
 
 // Changed returns a channel that is closed at the next change of state: link up, link down,
-// a failed attempt, or Close.
+// a failed attempt, or Close. Take it before looking at the state (Up, a queue's ErrDown), then
+// wait on it: a change between the look and the call is not the next one, and a server's link
+// may not change again. WaitUp does this.
 func (i *Interface) Changed() <-chan struct{} {
 	i.mu.Lock()
 	defer i.mu.Unlock()

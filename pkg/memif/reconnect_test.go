@@ -33,29 +33,28 @@ func runEchoServer(addr string) int {
 		return 1
 	}
 	fmt.Println("listening")
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
 	bufs := make([][]byte, 32)
 	for i := range bufs {
 		bufs[i] = make([]byte, 0, 2048)
 	}
 	rx, tx := srv.RxQueue(0), srv.TxQueue(0)
-	for {
-		select {
-		case <-stop:
-			srv.Close()
-			return 0
-		default:
-		}
-		n, err := rx.RxBurstWait(context.Background(), bufs, 1000)
+	for ctx.Err() == nil {
+		n, err := rx.RxBurstWait(ctx, bufs, 1000)
 		if err != nil {
-			<-srv.Changed() // down: wait for the next client
+			// Down: wait for the next client. WaitUp, not <-srv.Changed(): a link that came up
+			// between RxBurstWait's ErrDown and that call would be waited for until the next
+			// change, which never comes (the client is up); the echo then timed out under load.
+			_ = srv.WaitUp(ctx)
 			continue
 		}
 		for sent := 0; sent < n; {
 			sent += tx.TxBurst(bufs[sent:n])
 		}
 	}
+	srv.Close()
+	return 0
 }
 
 func startEchoServer(t *testing.T, addr string) *exec.Cmd {
@@ -137,8 +136,12 @@ func TestReconnectAfterServerKill(t *testing.T) {
 		tx.TxBurst(pkts)
 		srv.Process.Kill()
 		srv.Wait()
-		for cli.Up() {
-			<-cli.Changed()
+		for {
+			changed := cli.Changed() // before looking: a change from now on wakes us
+			if !cli.Up() {
+				break
+			}
+			<-changed
 		}
 		srv = startEchoServer(t, addr)
 		restarted := time.Now()
