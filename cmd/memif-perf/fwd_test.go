@@ -51,6 +51,7 @@ func checkChain(t *testing.T, gen result, fwds ...result) {
 		if fr, ft := f.num(t, "rx_pkts"), f.num(t, "tx_pkts"); ft < rx || ft > fr || f.num(t, "drops") != 0 {
 			t.Errorf("forwarder %d: received %v, forwarded %v, drops %v; the generator got %v", k+1, fr, ft, f.num(t, "drops"), rx)
 		}
+		checkCycles(t, fmt.Sprintf("forwarder %d", k+1), f)
 	}
 }
 

@@ -5,7 +5,9 @@
 //
 //	rx_pkts=N rx_mpps=X tx_pkts=N tx_mpps=X drops=N verify_errors=N
 //
-// (ping mode appends rtt_p50_us=.. rtt_p99_us=.. rtt_p999_us=.. samples=N). Exit codes: 0 ok, 1
+// (ping mode appends rtt_p50_us=.. rtt_p99_us=.. rtt_p999_us=.. samples=N; rx, echo and fwd append
+// busy_cycles_per_pkt=X idle_share=X tsc_mhz=N, counted as testpmd's --record-core-cycles counts
+// its "CPU cycles/packet": docs/performance.md, "Busy cycles per packet"). Exit codes: 0 ok, 1
 // verification failed (or a verified run received nothing), 2 usage, 3 link never up, 4 the peer
 // refused the handshake.
 //

@@ -50,6 +50,21 @@ func (r result) num(t *testing.T, key string) float64 {
 	return f
 }
 
+// checkCycles checks the busy-cycle fields of a receiver's or forwarder's summary: cycles per
+// packet counted (positive), an idle share that is a share, and the clock's rate.
+func checkCycles(t *testing.T, who string, r result) {
+	t.Helper()
+	if c := r.num(t, "busy_cycles_per_pkt"); c <= 0 {
+		t.Errorf("%s: busy_cycles_per_pkt=%v", who, c)
+	}
+	if s := r.num(t, "idle_share"); s < 0 || s > 1 {
+		t.Errorf("%s: idle_share=%v", who, s)
+	}
+	if m := r.num(t, "tsc_mhz"); m <= 0 {
+		t.Errorf("%s: tsc_mhz=%v", who, m)
+	}
+}
+
 type proc struct {
 	cmd            *exec.Cmd
 	stdout, stderr bytes.Buffer
@@ -200,6 +215,10 @@ func serverRxClientTx(t *testing.T, c pairCase, zeroCopy bool) {
 	if v := sr.num(t, "verify_errors"); v != 0 {
 		t.Errorf("server: verify_errors=%v", v)
 	}
+	checkCycles(t, "server rx", sr)
+	if _, ok := cr.fields["busy_cycles_per_pkt"]; ok {
+		t.Errorf("a sender's summary counts busy cycles (testpmd's txonly figure is not this one): %s", cr.stdout)
+	}
 	if !strings.Contains(sr.stderr, "corrupt=0 lost=0 late=0") {
 		t.Errorf("server did not report a clean verification:\n%s", sr.stderr)
 	}
@@ -248,6 +267,7 @@ func TestServerEchoClientTxRxVerified(t *testing.T) {
 			if er, et := sr.num(t, "rx_pkts"), sr.num(t, "tx_pkts"); et < rx || et > er || er-et > 4*32 {
 				t.Errorf("echo received %v and sent %v; client got %v back", er, et, rx)
 			}
+			checkCycles(t, "server echo", sr)
 		})
 	}
 }
@@ -287,6 +307,7 @@ func TestClientEchoForwardsVerified(t *testing.T) {
 				if er, et := cr.num(t, "rx_pkts"), cr.num(t, "tx_pkts"); er != et || et < rx {
 					t.Errorf("echo received %v and sent %v; server got %v back", er, et, rx)
 				}
+				checkCycles(t, "client echo", cr)
 			})
 		}
 	}

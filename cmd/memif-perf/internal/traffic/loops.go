@@ -15,10 +15,16 @@ func (w *worker) runTx() {
 }
 
 func (w *worker) runRx() {
+	m := newBusyMeter(w.r.clock)
+	defer m.store(w.ctr)
 	for !w.r.stop.Load() {
-		if w.receive() == 0 {
+		t0 := m.start()
+		n := w.receive()
+		if n == 0 {
 			w.rxIdle()
+			continue
 		}
+		m.end(t0, n)
 	}
 }
 
@@ -76,7 +82,10 @@ func (w *worker) runEcho() {
 		w.runEchoForward()
 		return
 	}
+	m := newBusyMeter(w.r.clock)
+	defer m.store(w.ctr)
 	for !w.r.stop.Load() {
+		t0 := m.start()
 		n := w.receive()
 		if n == 0 {
 			w.rxIdle()
@@ -99,6 +108,7 @@ func (w *worker) runEcho() {
 			w.ctr.TxPkts.Add(uint64(k))
 			sent += k
 		}
+		m.end(t0, n) // the wait for room is busy, as testpmd's Tx retries are
 	}
 }
 
@@ -109,12 +119,16 @@ func (w *worker) runEcho() {
 // dropping: Forward leaves what the transmit ring cannot take in the receive ring.
 func (w *worker) runEchoForward() {
 	burst := w.r.cfg.Burst
+	m := newBusyMeter(w.r.clock)
+	defer m.store(w.ctr)
 	for !w.r.stop.Load() {
+		t0 := m.start()
 		n := w.rxq.Forward(w.txq, burst)
 		if n == 0 {
 			w.rxIdle()
 			continue
 		}
+		m.end(t0, n)
 		w.idle = 0
 		w.ctr.RxPkts.Add(uint64(n))
 		w.ctr.TxPkts.Add(uint64(n))
@@ -183,10 +197,16 @@ func (w *worker) runFwd() {
 	aRx, aTx, bRx, bTx := a.RxQueue(w.q), a.TxQueue(w.q), b.RxQueue(w.q), b.TxQueue(w.q)
 	burst := w.r.cfg.Burst
 	var polls, idle uint64
-	defer func() { w.ctr.Polls.Store(polls); w.ctr.IdlePolls.Store(idle) }()
+	m := newBusyMeter(w.r.clock)
+	defer func() { w.ctr.Polls.Store(polls); w.ctr.IdlePolls.Store(idle); m.store(w.ctr) }()
 	for !w.r.stop.Load() {
+		// Two streams, as testpmd's paired io forwarding has: each direction's poll is busy or
+		// idle on its own.
+		t0 := m.start()
 		f1, d1 := aRx.ForwardDrop(bTx, burst)
+		t1 := m.end(t0, f1+d1)
 		f2, d2 := bRx.ForwardDrop(aTx, burst)
+		m.end(t1, f2+d2)
 		switch {
 		case f1+d1 != 0:
 			polls++

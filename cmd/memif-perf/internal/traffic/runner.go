@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/memifnet/memifnet/cmd/memif-perf/internal/tsc"
 	"github.com/memifnet/memifnet/cmd/memif-perf/internal/verify"
 	"github.com/memifnet/memifnet/pkg/memif"
 )
@@ -20,6 +21,8 @@ type Runner struct {
 	stop  atomic.Bool
 	ctx   context.Context // ends with the run: wakes receivers asleep in interrupt mode
 	hist  []*Histogram    // ping: one per queue
+	clock func() uint64   // what busy cycles are counted in: tsc.Read
+	mhz   float64         // the clock's rate over the run, set when Run returns
 
 	errMu    sync.Mutex
 	firstErr []string // the first few verification failures, for the report
@@ -71,7 +74,7 @@ func New(ports []*memif.Interface, cfg Config) (*Runner, error) {
 	if cfg.Spins <= 0 {
 		cfg.Spins = 1000
 	}
-	r := &Runner{cfg: cfg, ports: ports, ctr: make([]Counters, cfg.Queues)}
+	r := &Runner{cfg: cfg, ports: ports, ctr: make([]Counters, cfg.Queues), clock: tsc.Read}
 	if cfg.Mode == ModePing {
 		r.hist = make([]*Histogram, cfg.Queues)
 		for q := range r.hist {
@@ -110,6 +113,8 @@ func window(cfg Config, ports []*memif.Interface) int {
 // Run starts one goroutine per queue and returns when ctx ends and every loop has stopped.
 func (r *Runner) Run(ctx context.Context) {
 	r.ctx = ctx
+	span := tsc.Start()
+	defer func() { r.mhz = span.MHz() }()
 	var wg sync.WaitGroup
 	for q := range r.cfg.Queues {
 		wg.Go(func() {
@@ -123,6 +128,10 @@ func (r *Runner) Run(ctx context.Context) {
 	r.stop.Store(true)
 	wg.Wait()
 }
+
+// ClockMHz is the rate of the clock busy cycles are counted in (the TSC's), measured over the run:
+// what testpmd prints as "at N MHz Clock". Call it once Run has returned.
+func (r *Runner) ClockMHz() float64 { return r.mhz }
 
 // Totals reads the counters now (safe while running).
 func (r *Runner) Totals() Totals {
@@ -140,6 +149,8 @@ func (r *Runner) Totals() Totals {
 		t.Polls += c.Polls.Load()
 		t.IdlePolls += c.IdlePolls.Load()
 		t.TxFull += c.TxFull.Load()
+		t.BusyCycles += c.BusyCycles.Load()
+		t.LoopCycles += c.LoopCycles.Load()
 	}
 	for _, p := range r.ports {
 		ic := p.Config()

@@ -40,7 +40,7 @@ func (s *Session) Run(ctx context.Context) int {
 	ports, closeAll, err := s.open()
 	if err != nil {
 		fmt.Fprintf(s.Stderr, "memif-perf: %v\n", err)
-		s.summary(Totals{}, 0, nil)
+		s.summary(Totals{}, 0, nil, 0)
 		return ExitUsage
 	}
 	defer closeAll()
@@ -48,7 +48,7 @@ func (s *Session) Run(ctx context.Context) int {
 		stopMetrics, err := serveMetrics(s.Metrics, ports)
 		if err != nil {
 			fmt.Fprintf(s.Stderr, "memif-perf: %v\n", err)
-			s.summary(Totals{}, 0, nil)
+			s.summary(Totals{}, 0, nil, 0)
 			return ExitUsage
 		}
 		defer stopMetrics()
@@ -56,11 +56,11 @@ func (s *Session) Run(ctx context.Context) int {
 	runner, err := New(ports, s.Traffic)
 	if err != nil {
 		fmt.Fprintf(s.Stderr, "memif-perf: %v\n", err)
-		s.summary(Totals{}, 0, nil)
+		s.summary(Totals{}, 0, nil, 0)
 		return ExitUsage
 	}
 	if code := s.waitUp(ctx, ports); code != ExitOK {
-		s.summary(Totals{}, 0, nil)
+		s.summary(Totals{}, 0, nil, 0)
 		return code
 	}
 
@@ -92,7 +92,7 @@ func (s *Session) Run(ctx context.Context) int {
 		fmt.Fprintf(s.Stderr, "memif-perf: polls=%d idle_polls=%d (%.1f %%) tx_full=%d (%.1f %%)\n",
 			t.Polls, t.IdlePolls, 100*float64(t.IdlePolls)/float64(t.Polls), t.TxFull, 100*float64(t.TxFull)/float64(t.Polls))
 	}
-	s.summary(t, elapsed, runner.RTT())
+	s.summary(t, elapsed, runner.RTT(), runner.ClockMHz())
 
 	switch {
 	case !s.Traffic.Verify:
@@ -252,8 +252,8 @@ func (s *Session) progress(r *Runner, start time.Time, done <-chan struct{}) {
 }
 
 // summary prints the one machine-readable line, with the round-trip quantiles appended in ping
-// mode.
-func (s *Session) summary(t Totals, elapsed time.Duration, rtt *Histogram) {
+// mode and the busy cycles (cycleFields; mhz is the clock's rate) in rx, echo and fwd.
+func (s *Session) summary(t Totals, elapsed time.Duration, rtt *Histogram, mhz float64) {
 	mpps := func(n uint64) float64 {
 		if elapsed <= 0 {
 			return 0
@@ -268,6 +268,9 @@ func (s *Session) summary(t Totals, elapsed time.Duration, rtt *Histogram) {
 		}
 		us := func(q float64) float64 { return float64(rtt.Quantile(q)) / 1e3 }
 		line += fmt.Sprintf(" rtt_p50_us=%.2f rtt_p99_us=%.2f rtt_p999_us=%.2f samples=%d", us(0.5), us(0.99), us(0.999), rtt.Count())
+	}
+	if s.Traffic.meters() {
+		line += cycleFields(t, mhz)
 	}
 	fmt.Fprintln(s.Stdout, line)
 }

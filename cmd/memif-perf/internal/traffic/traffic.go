@@ -82,7 +82,11 @@ type Counters struct {
 	// nothing (txrx): who waits for whom. Kept in the worker and stored once, when the loop ends:
 	// no atomic on the hot path.
 	Polls, IdlePolls, TxFull atomic.Uint64
-	_                        [64]byte // keep queues' counters on separate cache lines
+	// BusyCycles are the counter's cycles (cmd/memif-perf/internal/tsc) spent in polls that moved
+	// packets, LoopCycles the loop's whole life (rx, echo and fwd: see busyMeter). Stored once,
+	// when the loop ends.
+	BusyCycles, LoopCycles atomic.Uint64
+	_                      [64]byte // keep queues' counters on separate cache lines
 }
 
 // Totals sums every queue's counters and the library's.
@@ -92,6 +96,7 @@ type Totals struct {
 	WrittenOff                       uint64 // txrx: packets given up on after a stalled window
 	Drops                            uint64 // the library's per-queue drop counters, both directions
 	Polls, IdlePolls, TxFull         uint64 // see Counters; complete once the loops have stopped
+	BusyCycles, LoopCycles           uint64 // the same
 }
 
 // forwards says whether the run's loops move packets with the library's Forward, which counts
