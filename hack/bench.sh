@@ -15,11 +15,18 @@
 #   DUR=S       receiver seconds from link up (default 8, QUICK: 5). Mpps = mean of the receiver's
 #               per-second samples without the first and last one (the same trimming for testpmd
 #               and memif-perf); the sender is stopped once the receiver is done.
-#   CASES="..." subset of: 64 1500 chain zc64 zc1500 verify fwd64 fwd1500 lat (default: all).
+#   CASES="..." subset of: 64 1500 chain zc64 zc1500 verify fwd64 fwd1500 fwdzc64 fwdzc1500 lat
+#               (default: all).
 #               fwd64/fwd1500: a generator on one CPU, a forwarder alone on the other, Go
 #               (memif-perf --mode fwd) against testpmd io forwarding between two net_memif ports,
-#               and the generator alone (hack/bench/fwd.sh). lat: ping-pong round trips, and the
-#               machine's cache-line ping-pong (hack/bench/clping) in the same rounds.
+#               and the generator alone (hack/bench/fwd.sh); fwdzc64/fwdzc1500: the same with
+#               zero-copy client forwarders. lat: ping-pong round trips, and the machine's
+#               cache-line ping-pong (hack/bench/clping) in the same rounds.
+# Busy cycles per packet: every receiver and forwarder counts them as testpmd's
+# --record-core-cycles does (testpmd with that flag, memif-perf always in rx and fwd) and is
+# stopped while its sender still sends (testpmd's figure divides by net_memif counters that read
+# 0 once the peer is gone). CSV columns cyc_pkt, idle_share (Go only), tsc_mhz; the report leads
+# with Go vs testpmd per round (hack/bench/report-cycles.awk). docs/performance.md explains it.
 #   DIRS="..."  c2s (sender = memif client, receiver = server) and/or s2c, for 64 and 1500
 #               (default: both)
 #   CHAIN_DIRS="...", ZC_DIRS="..."  the same for the chained case (default: c2s) and the zero-copy
@@ -35,7 +42,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 QUICK=${QUICK:-0}
 if [ "$QUICK" = 1 ]; then REPS=${REPS:-3}; DUR=${DUR:-5}; else REPS=${REPS:-5}; DUR=${DUR:-8}; fi
-CASES=${CASES:-"64 1500 chain zc64 zc1500 verify fwd64 fwd1500 lat"}
+CASES=${CASES:-"64 1500 chain zc64 zc1500 verify fwd64 fwd1500 fwdzc64 fwdzc1500 lat"}
 DIRS=${DIRS:-"c2s s2c"}
 CHAIN_DIRS=${CHAIN_DIRS:-c2s}
 ZC_DIRS=${ZC_DIRS:-"c2s s2c"}
@@ -113,11 +120,19 @@ start_side() {
   core=$CLI_CORE; [ "$role" = server ] && core=$SRV_CORE
   if [ "$impl" = D ]; then
     case $what in tx) mode=txonly;; rx) mode=rxonly;; echo) mode=io;; *) die "DPDK cannot $what";; esac
-    local zcarg=()
-    [ "$zc" = yes ] && [ "$role" = client ] && zcarg=(--zero-copy yes)
+    local extra=()
+    [ "$zc" = yes ] && [ "$role" = client ] && extra=(--zero-copy yes)
+    # A receiver counts its busy cycles (testpmd --record-core-cycles; memif-perf always does in
+    # rx mode), printed at stop into its log, kept for rx_cycles. The peer stops it after DUR s,
+    # while the sender (DUR+20 s) still sends: net_memif's counters, which testpmd divides by,
+    # read 0 once the peer has gone.
+    if [ "$what" = rx ]; then
+      mkdir -p "$TMP/$tag.logs"
+      extra+=(--testpmd=--record-core-cycles --log-dir "$TMP/$tag.logs")
+    fi
     "$PEER" --role "$role" --socket "$SOCK" --abstract yes --id 0 --mode "$mode" --pkt-size "$pkt" \
       --bsize "$bs" --rsize 10 --core "$core" --duration "$dur" --mbufs "$MBUFS" \
-      --connect-timeout "$CONNECT_TO" --wait-socket 15 "${zcarg[@]}" \
+      --connect-timeout "$CONNECT_TO" --wait-socket 15 "${extra[@]}" \
       >"$TMP/$tag.out" 2>"$TMP/$tag.err" </dev/null &
   else
     local varg=()
@@ -163,6 +178,28 @@ dpdk_rate() {
 
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
+# summary_field FILE KEY: KEY=value from the last line of a memif-perf summary (NA if absent).
+summary_field() {
+  local v
+  v=$(tail -n 1 "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p")
+  echo "${v:-NA}"
+}
+
+# rx_cycles IMPL TAG: the receiver's "cycles idle_share tsc_mhz": busy TSC cycles per received
+# packet (memif-perf's summary; testpmd's "CPU cycles/packet" line in the kept log), the share of
+# its loop's cycles in polls that moved nothing (memif-perf only: DPDK 22.11 does not count it),
+# and the TSC's rate. docs/performance.md, "Busy cycles per packet".
+rx_cycles() {
+  local c m
+  if [ "$1" = D ]; then
+    c=$(cat "$TMP/$2".logs/*.log 2>/dev/null | sed -n 's/.*CPU cycles\/packet=\([0-9.]*\) .* at \([0-9]*\) MHz Clock.*/\1 \2/p' | tail -n 1)
+    m=${c#* }; c=${c% *}
+    echo "${c:-NA} NA ${m:-NA}"
+  else
+    echo "$(summary_field "$TMP/$2.out" busy_cycles_per_pkt) $(summary_field "$TMP/$2.out" idle_share) $(summary_field "$TMP/$2.out" tsc_mhz)"
+  fi
+}
+
 # side_ticks PID IMPL: CPU time (utime+stime, clock ticks) of the process doing one side's work:
 # memif-perf itself, or the testpmd child of the DPDK peer.
 proc_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
@@ -179,7 +216,7 @@ HZ=$(getconf CLK_TCK)
 run_tput() {
   local round=$1 c=$2 dir=$3 pair=$4 pkt bs=2048 zc=no ver=0 simpl rimpl srole rrole
   local sv cl svwhat clwhat sdur cdur tag ld v st="ok" spid cpid rpid opid i
-  local ta="" tb="" r0=0 s0=0 r1=0 s1=0 rcpu=NA scpu=NA
+  local ta="" tb="" r0=0 s0=0 r1=0 s1=0 rcpu=NA scpu=NA cyc=NA idle=NA mhz=NA
   case $c in
     64|zc64) pkt=64;; 1500|zc1500) pkt=1500;; chain) pkt=512; bs=128;; *) die "case $c";;
   esac
@@ -224,9 +261,10 @@ run_tput() {
     if [ "$rimpl" = D ]; then v=$(dpdk_rate "$TMP/$rtag.out"); else v=$(go_rate "$TMP/$rtag.err"); fi
     [ "$v" = NA ] && st="no-samples"
     if [ "$ver" = 1 ] && ! grep -q ' verify_errors=0' "$TMP/$rtag.out"; then st="verify-errors"; v=NA; fi
+    read -r cyc idle mhz < <(rx_cycles "$rimpl" "$rtag")
   else v=NA; fi
-  printf 'tput,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,NA\n' "$round" "$c" "$dir" "$pair" "$pkt" "$v" "$ld" "$st" "$rcpu" "$scpu" >>"$CSV"
-  printf 'bench: round %s %-6s %s %-4s %8s Mpps  (load1 %s, cpu rx %s tx %s) %s\n' "$round" "$c" "$dir" "$pair" "$v" "$ld" "$rcpu" "$scpu" "$st" >&2
+  printf 'tput,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,NA,%s,%s,%s\n' "$round" "$c" "$dir" "$pair" "$pkt" "$v" "$ld" "$st" "$rcpu" "$scpu" "$cyc" "$idle" "$mhz" >>"$CSV"
+  printf 'bench: round %s %-6s %s %-4s %8s Mpps  (load1 %s, cpu rx %s tx %s, rx busy cycles/pkt %s) %s\n' "$round" "$c" "$dir" "$pair" "$v" "$ld" "$rcpu" "$scpu" "$cyc" "$st" >&2
   if [ "$st" != ok ]; then
     echo "bench:   --- $tag failed; last lines of each side:" >&2
     tail -n 5 "$TMP/$tag".*.out "$TMP/$tag".*.err 2>/dev/null | sed 's/^/bench:   /' >&2 || true
@@ -252,7 +290,7 @@ run_lat() {
   for q in p50 p99 p999; do
     v=NA
     [ "$st" = ok ] && v=$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n "s/^rtt_${q}_us=//p")
-    printf '%s,%s,lat,c2s,%s,64,%s,%s,%s,NA,NA,NA\n' "$q" "$round" "$pair" "${v:-NA}" "$ld" "$st" >>"$CSV"
+    printf '%s,%s,lat,c2s,%s,64,%s,%s,%s,NA,NA,NA,NA,NA,NA\n' "$q" "$round" "$pair" "${v:-NA}" "$ld" "$st" >>"$CSV"
   done
   printf 'bench: round %s lat %s  %s (load1 %s) %s\n' "$round" "$pair" "${line#*rtt_}" "$ld" "$st" >&2
 }
@@ -290,7 +328,7 @@ plan() {
 }
 
 mkdir -p "$(dirname "$OUT")"
-echo "kind,round,case,dir,pair,pkt,value,load1,status,rx_cpu,tx_cpu,gen_txfull" >"$CSV"
+echo "kind,round,case,dir,pair,pkt,value,load1,status,rx_cpu,tx_cpu,gen_txfull,cyc_pkt,idle_share,tsc_mhz" >"$CSV"
 CMD="REPS=$REPS DUR=$DUR LDUR=$LDUR QUICK=$QUICK CASES=\"$CASES\" DIRS=\"$DIRS\" CHAIN_DIRS=\"$CHAIN_DIRS\" ZC_DIRS=\"$ZC_DIRS\" hack/bench.sh"
 LOAD_BEFORE=$(cat /proc/loadavg)
 T0=$(date +%s)
@@ -324,6 +362,7 @@ T1=$(date +%s)
   echo "- Pinning: memif server on CPU $SRV_CORE, client on CPU $CLI_CORE. c2s = client sends, server receives; s2c = server sends, client receives. Ring 1024, burst 32, buffer 2048 B (chained case: 128 B on both sides). Go: --size N [--verify]; DPDK: dpdk-memif-peer --mode txonly|rxonly --pkt-size N --mbufs $MBUFS. Zero-copy: the client is zero-copy (DPDK --zero-copy yes, Go --zero-copy: header-only TxBurstZC of pool buffers / RxBurstZC views), the server copies."
   echo "- Raw per-run values: $(basename "$CSV")"
   echo
+  awk -f "$ROOT/hack/bench/report-cycles.awk" "$CSV"
   awk -f "$ROOT/hack/bench/report.awk" "$CSV"
   awk -f "$ROOT/hack/bench/report-fwd.awk" "$CSV"
 } >"$OUT"

@@ -48,20 +48,20 @@ function ratio(c, num, den, den2,    r, m, b, x, y, bad, s) {
 END {
   if (nc == 0) exit
   print ""
-  print "Forwarding: generator (memif-perf txrx, two zero-copy client ports) on CPU 0, forwarder (two memif server ports) alone on CPU 1; Mpps = what comes back to the generator:"
+  print "Forwarding: generator (memif-perf txrx, two zero-copy client ports; for the zero-copy forwarders two server ports) on CPU 0, forwarder (two memif server ports, or two zero-copy client ports) alone on CPU 1; Mpps = what comes back to the generator:"
   print ""
   print "| size | forwarder | median Mpps (min-max) | same round: / testpmd | same round: / no forwarder | CPU share generator / forwarder | generator turns with its Tx ring full | runs ok |"
   print "|---|---|---|---|---|---|---|---|"
-  split("FD F0 FG FDe", rows, " ")
+  nrows = split("FD F0 FG FDe FDzc FGzc FDzce", rows, " ")
   for (k = 1; k <= nc; k++) {
     c = cases[k]
-    for (i = 1; i <= 4; i++) {
+    for (i = 1; i <= nrows; i++) {
       p = rows[i]
       if (!((c, p) in total)) continue
       delete a; m = n[c, p] + 0
       for (j = 1; j <= m; j++) a[j] = v[c, p, j]
-      name = (p == "FD") ? "testpmd io, two net_memif ports" : (p == "FDe") ? "(testpmd again, end of block)" : (p == "FG") ? "memif-perf --mode fwd (Go)" : "none: the generator's ports connected to each other"
-      r1 = (p == "FG") ? ratio(c, "FG", "FD", "FDe") : ""
+      name = (p == "FD") ? "testpmd io, two net_memif ports" : (p == "FDe" || p == "FDzce") ? "(testpmd again, end of block)" : (p == "FG") ? "memif-perf --mode fwd (Go)" : (p == "FDzc") ? "testpmd io, two net_memif zero-copy clients" : (p == "FGzc") ? "memif-perf --mode fwd --zero-copy (Go, one pool)" : "none: the generator's ports connected to each other"
+      r1 = (p == "FG") ? ratio(c, "FG", "FD", "FDe") : (p == "FGzc") ? ratio(c, "FGzc", "FDzc", "FDzce") : ""
       r2 = (p == "FG" || p == "FD") ? ratio(c, p, "F0", "") : ""
       delete g; delete f; mg = nu[c, p] + 0; mf = nf[c, p] + 0
       for (j = 1; j <= mg; j++) g[j] = gc[c, p, j]

@@ -1,5 +1,6 @@
 # report.awk - turn hack/bench.sh's raw CSV into the markdown table.
-# Input (CSV, header line first): kind,round,case,dir,pair,pkt,value,load1,status[,rx_cpu,tx_cpu[,gen_txfull]]
+# Input (CSV, header line first): kind,round,case,dir,pair,pkt,value,load1,status[,rx_cpu,tx_cpu[,gen_txfull[,cyc_pkt,idle_share,tsc_mhz]]]
+#   (the busy cycles are reported by report-cycles.awk)
 #   rx_cpu/tx_cpu: share of one CPU the receiver/sender process got while traffic flowed (NA: none)
 #   kind=tput: value = receiver Mpps (trimmed mean of its per-second samples)
 #   kind=p50|p99|p999: value = round-trip microseconds (pair = GG or GD: Go ping vs Go/DPDK echo;

@@ -6,7 +6,7 @@
 # Usage (root; dpdk-testpmd from Debian's dpdk-dev, hugepages):
 #   hack/bench/testpmd-fwd.sh --socket1 NAME --socket2 NAME [--role server|client] [--id N]
 #       [--core C] [--bsize N] [--rsize LOG2] [--zero-copy yes|no] [--mbufs N] [--log FILE]
-#       [--burst-stats]
+#       [--burst-stats] [--record-core-cycles]
 # Sockets are abstract (DPDK's default; pass the name without the @). Both ports get the same
 # role and id. With role server it prints "testpmd-fwd: listening" once both ports are started
 # (a DPDK server refuses clients with "ID not found" before that), and "testpmd-fwd: connected"
@@ -15,10 +15,16 @@
 #   testpmd_status=N
 # --burst-stats records testpmd's Rx burst sizes (--record-burst-stats: the share of empty
 # polls, printed with the forwarding stats at exit; keep the log with --log to read them).
+# --record-core-cycles has testpmd count its forwarding lcore's busy cycles (TSC cycles of the
+# stream polls that received packets) and print "CPU cycles/packet" at stop; this script then
+# prints, before its status line:
+#   testpmd_cycles_per_pkt=X testpmd_tsc_mhz=N      (NA when testpmd printed none)
+# testpmd divides by the ports' RX counters, which net_memif zeroes at a disconnect: stop it
+# while its peers are still connected and sending, or the line is missing.
 # Like hack/bench.sh it keeps nothing on disk: EAL --in-memory and a unique --file-prefix.
 set -u
 
-ROLE=server ID=0 CORE=1 BSIZE=2048 RSIZE=10 ZC=no MBUFS=16384 LOG="" S1="" S2="" BSTATS=0
+ROLE=server ID=0 CORE=1 BSIZE=2048 RSIZE=10 ZC=no MBUFS=16384 LOG="" S1="" S2="" BSTATS=0 CYCLES=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --socket1) S1=$2; shift 2;;
@@ -32,6 +38,7 @@ while [ $# -gt 0 ]; do
     --mbufs) MBUFS=$2; shift 2;;
     --log) LOG=$2; shift 2;;
     --burst-stats) BSTATS=1; shift;;
+    --record-core-cycles) CYCLES=1; shift;;
     *) echo "testpmd-fwd: unknown option $1" >&2; exit 2;;
   esac
 done
@@ -55,6 +62,7 @@ EAL=(--lcores "(0,1)@$CORE" --file-prefix "$PREFIX" --no-pci --no-telemetry --in
 PMD=(--forward-mode=io --port-topology=paired --auto-start --stats-period 1 --no-flush-rx
      --nb-cores=1 --rxq=1 --txq=1 --total-num-mbufs="$MBUFS")
 [ "$BSTATS" = 1 ] && PMD+=(--record-burst-stats)
+[ "$CYCLES" = 1 ] && PMD+=(--record-core-cycles)
 
 listening() {  # both abstract SOCK_SEQPACKET listeners are bound
   awk -v a="@$S1" -v b="@$S2" '$4=="00010000" && $5=="0005" { if ($8==a) fa=1; if ($8==b) fb=1 } END{exit !(fa && fb)}' /proc/net/unix
@@ -84,6 +92,11 @@ if kill -0 "$TPID" 2>/dev/null; then
   kill -0 "$TPID" 2>/dev/null && kill -KILL "$TPID" 2>/dev/null
 fi
 wait "$TPID" 2>/dev/null; st=$?
+if [ "$CYCLES" = 1 ]; then
+  # "CPU cycles/packet=128.00 (total cycles=... / total io packets=...) at 2100 MHz Clock"
+  sed -n 's/.*CPU cycles\/packet=\([0-9.]*\) .* at \([0-9]*\) MHz Clock.*/testpmd_cycles_per_pkt=\1 testpmd_tsc_mhz=\2/p' "$LOG" | tail -n 1 | grep . ||
+    echo "testpmd_cycles_per_pkt=NA testpmd_tsc_mhz=NA"
+fi
 [ "$KEEP" = 0 ] && rm -f "$LOG"
 rm -rf "/var/run/dpdk/$PREFIX" 2>/dev/null
 echo "testpmd_status=$st"

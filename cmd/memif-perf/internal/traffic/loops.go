@@ -42,9 +42,14 @@ func (w *worker) runTxRx() {
 	var polls, idle, full uint64
 	defer func() { w.ctr.Polls.Store(polls); w.ctr.IdlePolls.Store(idle); w.ctr.TxFull.Store(full) }()
 	for !w.r.stop.Load() {
-		polls++
+		// Turns while the link is down wait for no one: they count as neither polls nor full
+		// (a generator outliving its forwarder would otherwise read as one that waited).
+		up := w.txq.Up()
+		if up {
+			polls++
+		}
 		got := w.receive()
-		if got == 0 {
+		if got == 0 && up {
 			idle++
 		}
 		var inFlight uint64 // a peer may send more than we did: never below zero
@@ -54,7 +59,7 @@ func (w *worker) runTxRx() {
 		if inFlight < window {
 			stalledSince = time.Time{}
 			sent := w.send(int(min(window-inFlight, uint64(w.r.cfg.Burst))))
-			if sent == 0 {
+			if sent == 0 && up {
 				full++
 			}
 			if sent > 0 || got > 0 {

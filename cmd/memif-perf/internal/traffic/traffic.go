@@ -78,8 +78,8 @@ type Counters struct {
 	Corrupt, Lost, Late              atomic.Uint64 // verification failures
 	WrittenOff                       atomic.Uint64 // txrx: in flight too long without a reply
 	// Polls counts the loop's turns and IdlePolls those where the receive poll found nothing (fwd:
-	// the first port's, counted while both links are up), TxFull those where the transmit ring took
-	// nothing (txrx): who waits for whom. Kept in the worker and stored once, when the loop ends:
+	// the first port's, counted while both links are up; txrx: while its transmit link is up),
+	// TxFull those where the transmit ring took nothing (txrx): who waits for whom. Kept in the worker and stored once, when the loop ends:
 	// no atomic on the hot path.
 	Polls, IdlePolls, TxFull atomic.Uint64
 	// BusyCycles are the counter's cycles (cmd/memif-perf/internal/tsc) spent in polls that moved
