@@ -67,7 +67,7 @@ start_fwd() {
   return 1
 }
 
-# start_gen PKT TAG PORTS(clients|loop|servers): the generator on SRV_CORE, sending for DUR+2 s
+# start_gen PKT TAG PORTS(clients|loop|servers): the generator on SRV_CORE, sending for DUR+6 s
 # from link up (the forwarder is stopped at DUR s, while it still sends). Servers: waits until
 # both listen. Sets STARTED.
 start_gen() {
@@ -78,7 +78,7 @@ start_gen() {
     servers) ports=(--role server --socket "@$FWD_SOCKA" --role2 server --socket2 "@$FWD_SOCKB");;
   esac
   taskset -c "$SRV_CORE" "$MP" --mode txrx "${ports[@]}" --window -1 --size "$pkt" \
-    --ring-size 1024 --burst 32 --duration "$((DUR + 2))s" --connect-timeout "${CONNECT_TO}s" \
+    --ring-size 1024 --burst 32 --duration "$((DUR + 6))s" --connect-timeout "${CONNECT_TO}s" \
     >"$TMP/$tag.out" 2>"$TMP/$tag.err" </dev/null &
   STARTED=$!
   PIDS+=("$STARTED")
