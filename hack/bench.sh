@@ -113,10 +113,13 @@ if ! (cd "$ROOT" && git diff --quiet HEAD -- pkg cmd); then
 fi
 MP=$TMP/memif-perf
 
-# start_side IMPL(D|G) ROLE(server|client) WHAT(tx|rx|ping|echo) DURATION PKT BSIZE ZC(yes|no) VERIFY(0|1) TAG
-# Starts one side in the background; sets STARTED to its PID, output in $TMP/TAG.{out,err}.
+# start_side IMPL(D|G) ROLE(server|client) WHAT(tx|rx|ping|echo) DURATION PKT BSIZE ZC(yes|no) VERIFY(0|1) TAG [GO-FLAG...]
+# Starts one side in the background; sets STARTED to its PID, output in $TMP/TAG.{out,err}. The
+# GO-FLAGs go to memif-perf (the latency rows' echo: --record-cycles=false, as its testpmd
+# counterpart runs without --record-core-cycles).
 start_side() {
   local impl=$1 role=$2 what=$3 dur=$4 pkt=$5 bs=$6 zc=$7 ver=$8 tag=$9 core mode
+  shift 9
   core=$CLI_CORE; [ "$role" = server ] && core=$SRV_CORE
   if [ "$impl" = D ]; then
     case $what in tx) mode=txonly;; rx) mode=rxonly;; echo) mode=io;; *) die "DPDK cannot $what";; esac
@@ -135,8 +138,8 @@ start_side() {
       --connect-timeout "$CONNECT_TO" --wait-socket 15 "${extra[@]}" \
       >"$TMP/$tag.out" 2>"$TMP/$tag.err" </dev/null &
   else
-    local varg=()
-    [ "$ver" = 1 ] && varg=(--verify)
+    local varg=("$@")
+    [ "$ver" = 1 ] && varg+=(--verify)
     [ "$zc" = yes ] && [ "$role" = client ] && varg+=(--zero-copy)
     taskset -c "$core" "$MP" --role "$role" --socket "@$SOCK" --id 0 --mode "$what" --size "$pkt" \
       --buffer-size "$bs" --ring-size 1024 --burst 32 --duration "${dur}s" \
@@ -277,7 +280,7 @@ run_lat() {
   local round=$1 pair=$2 sv=G tag ld spid cpid line st=ok q v i
   [ "$pair" = GD ] && sv=D
   tag="r$round-lat-$pair"; ld=$(load1)
-  start_side "$sv" server echo $((LDUR + 20)) 64 2048 no 0 "$tag.srv"; spid=$STARTED
+  start_side "$sv" server echo $((LDUR + 20)) 64 2048 no 0 "$tag.srv" --record-cycles=false; spid=$STARTED
   line=""
   if wait_listening "$sv" "$spid" "$tag.srv"; then
     start_side G client ping "$LDUR" 64 2048 no 0 "$tag.cli"; cpid=$STARTED

@@ -7,7 +7,8 @@
 //
 // (ping mode appends rtt_p50_us=.. rtt_p99_us=.. rtt_p999_us=.. samples=N; rx, echo and fwd append
 // busy_cycles_per_pkt=X idle_share=X tsc_mhz=N, counted as testpmd's --record-core-cycles counts
-// its "CPU cycles/packet": docs/performance.md, "Busy cycles per packet"). Exit codes: 0 ok, 1
+// its "CPU cycles/packet": docs/performance.md, "Busy cycles per packet"; not with
+// --record-cycles=false). Exit codes: 0 ok, 1
 // verification failed (or a verified run received nothing), 2 usage, 3 link never up, 4 the peer
 // refused the handshake.
 //
@@ -82,7 +83,7 @@ type flags struct {
 	metrics                                            *string
 	size, burst, queues, ringSize, bufSize, spins, win *int
 	duration, connectTO                                *time.Duration
-	verify, zeroCopy                                   *bool
+	verify, zeroCopy, cycles                           *bool
 	ports                                              [2]portFlags
 }
 
@@ -113,6 +114,7 @@ func defineFlags(fs *flag.FlagSet) *flags {
 		rxMode:     fs.String("rx-mode", "poll", "how receivers wait: poll (spin), interrupt (sleep on the ring eventfd after each empty poll) or adaptive (sleep after --spins empty polls)"),
 		spins:      fs.Int("spins", 1000, "adaptive mode: empty polls before sleeping"),
 		win:        fs.Int("window", 0, "txrx: packets in flight per queue (0: half the receiving ring; negative: no bound)"),
+		cycles:     fs.Bool("record-cycles", true, "rx, echo, fwd: count busy TSC cycles per packet as testpmd --record-core-cycles does (two or three counter reads per poll; off for latency runs against a testpmd without the flag)"),
 		zeroCopy:   fs.Bool("zero-copy", false, "client: announce a buffer pool and point descriptors at it (no copy on the peer's side of the region); fwd between two zero-copy clients: one pool, no copy at all"),
 	}
 	for k, sfx := range []string{"", "2"} {
@@ -267,6 +269,7 @@ func (f *flags) trafficConfig() (traffic.Config, error) {
 	return traffic.Config{
 		Mode: m, Size: *f.size, Burst: *f.burst, Verify: *f.verify, Queues: *f.queues,
 		MaxFrame: max(*f.size, *f.bufSize, 2048), Src: src, Dst: dst, RxMode: rxm, Spins: *f.spins, Window: *f.win,
+		NoCycles: !*f.cycles,
 	}, nil
 }
 

@@ -37,9 +37,15 @@ func (m *busyMeter) store(c *Counters) {
 	c.LoopCycles.Store(m.clock() - m.first)
 }
 
-// meters says whether a mode's loops count busy cycles: the ones testpmd's figure describes, a
-// receiver (rxonly) and a forwarder (io, one port or two).
-func (c Config) meters() bool { return c.Mode == ModeRx || c.Mode == ModeEcho || c.Mode == ModeFwd }
+// meters says whether a run's loops count busy cycles: the modes testpmd's figure describes, a
+// receiver (rxonly) and a forwarder (io, one port or two), unless switched off.
+func (c Config) meters() bool {
+	return !c.NoCycles && (c.Mode == ModeRx || c.Mode == ModeEcho || c.Mode == ModeFwd)
+}
+
+// noClock stands in for the counter when cycles are not counted: the loops call it all the same
+// (one indirect call, no branch on the hot path), and nothing is reported.
+func noClock() uint64 { return 0 }
 
 // cycleFields is the summary's account of the busy cycles: per received packet, and the share
 // of the loops' cycles spent in polls that moved nothing (NA when nothing was received or

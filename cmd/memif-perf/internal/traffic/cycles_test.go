@@ -69,6 +69,9 @@ func TestCycleFields(t *testing.T) {
 			t.Errorf("mode %s counts busy cycles", m)
 		}
 	}
+	if (Config{Mode: ModeFwd, NoCycles: true}).meters() {
+		t.Error("--record-cycles=false counts busy cycles")
+	}
 	if !strings.HasPrefix(cycleFields(Totals{}, 0), " busy_cycles_per_pkt=") {
 		t.Error("the fields must start with a space: they follow the summary's others")
 	}

@@ -75,6 +75,9 @@ func New(ports []*memif.Interface, cfg Config) (*Runner, error) {
 		cfg.Spins = 1000
 	}
 	r := &Runner{cfg: cfg, ports: ports, ctr: make([]Counters, cfg.Queues), clock: tsc.Read}
+	if cfg.NoCycles {
+		r.clock = noClock
+	}
 	if cfg.Mode == ModePing {
 		r.hist = make([]*Histogram, cfg.Queues)
 		for q := range r.hist {

@@ -51,6 +51,9 @@ type Config struct {
 	// eventfd after every empty poll; RxAdaptive polls Spins times, then sleeps.
 	RxMode RxMode
 	Spins  int
+	// NoCycles leaves the busy-cycle counters out of rx, echo and fwd (their TSC reads cost some
+	// nanoseconds per poll): for latency runs against a testpmd that does not count either.
+	NoCycles bool
 }
 
 // RxMode is how a receive loop waits when its ring is empty.
