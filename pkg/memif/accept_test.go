@@ -13,14 +13,14 @@ import (
 	"github.com/memifnet/memifnet/pkg/socket"
 )
 
-// TestAcceptLoopOutlivesAnEmptySocket: a server socket briefly has no interface on it: when
-// registerServer has started its accept loop and not yet added the first interface, and when
-// the last interface is closing while another one opens on the same socket. A client that dials
-// in that moment (every client retries, so one whose server restarts does) once ended the accept
-// loop for good: the listener stayed bound, clients' dials succeeded, and nobody ever answered
-// them (TestReconnectAfterServerKill under load: "waiting for link up", the server's goroutine
-// dump without an accept loop). The moment is played here deterministically: the socket is
-// listening with no interface when the first client's connection is accepted.
+// TestAcceptLoopOutlivesAnEmptySocket: a server socket may briefly have no interface on it: when
+// the last interface is closing while another one opens on the same socket, and, before the fix,
+// when registerServer had started its accept loop and not yet added the first interface. A
+// client that dialled in that moment (every client retries, so one whose server restarts does)
+// ended the accept loop for good: the listener stayed bound, clients' dials succeeded, and nobody
+// ever answered them (TestReconnectAfterServerKill under load: "waiting for link up", the
+// server's goroutine dump without an accept loop). The moment is played here deterministically:
+// the socket is listening with no interface when the first client's connection is accepted.
 func TestAcceptLoopOutlivesAnEmptySocket(t *testing.T) {
 	addr := fmt.Sprintf("@memiftest-accept-%d", os.Getpid())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
