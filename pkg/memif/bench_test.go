@@ -143,7 +143,7 @@ func BenchmarkForward(b *testing.B) {
 				cfg := memif.Config{RingSize: ringSize, BufferSize: 2048, ZeroCopy: variant != "copy" && variant != "forward-copy"}
 				cfgA, cfgB := cfg, cfg
 				if strings.HasSuffix(variant, "shared-pool") {
-					pool, err := memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * ringSize, BufferSize: 2048})
+					pool, err := memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * ringSize, BufferSize: 2048, PeersTrustEachOther: true})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -195,7 +195,7 @@ func TestZeroCopyNoAllocs(t *testing.T) {
 // buffers received on A are sent on B without a copy and come back to the pool share A re-arms
 // from. Payloads are checked at B's server, single and chained; every buffer comes home.
 func TestSharedPoolForward(t *testing.T) {
-	pool, err := memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * 64, BufferSize: 256})
+	pool, err := memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * 64, BufferSize: 256, PeersTrustEachOther: true})
 	if err != nil {
 		t.Fatal(err)
 	}
