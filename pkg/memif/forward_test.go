@@ -308,7 +308,7 @@ func TestForwardSurvivesRegionCut(t *testing.T) {
 // quiet the pool is whole.
 func TestSharedPoolReconnectWhileForwarding(t *testing.T) {
 	const ringSize = 64
-	pool, err := memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * ringSize, BufferSize: 2048})
+	pool, err := memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * ringSize, BufferSize: 2048, PeersTrustEachOther: true})
 	if err != nil {
 		t.Fatal(err)
 	}
