@@ -77,7 +77,8 @@ func (q *RxQueue) RxBurstZC(bufs []Buffer) int {
 			continue
 		}
 		more := flags&ring.DescFlagNext != 0
-		bufs[n] = Buffer{Data: zc.view(idx, length), More: more, idx: idx, share: zc}
+		b := &bufs[n] // field by field: a Buffer literal is built on the stack and copied
+		b.Data, b.More, b.idx, b.share = zc.view(idx, length), more, idx, zc
 		n++
 		bytes += int(length)
 		if !more {
@@ -153,7 +154,8 @@ func (q *TxQueue) Alloc(bufs []Buffer) int {
 			break
 		}
 		for _, idx := range q.scratch[:k] {
-			bufs[n] = Buffer{Data: q.zc.view(idx, q.zc.bufSize), idx: idx, share: q.zc}
+			b := &bufs[n] // field by field, as in RxBurstZC
+			b.Data, b.More, b.idx, b.share = q.zc.view(idx, q.zc.bufSize), false, idx, q.zc
 			n++
 		}
 	}
