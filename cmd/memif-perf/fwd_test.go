@@ -58,32 +58,35 @@ func checkChain(t *testing.T, gen result, fwds ...result) {
 var fwdCases = []pairCase{{64, 2048}, {1500, 2048}, {9000, 2048}}
 
 // TestGoForwarderVerified: generator clients, forwarder servers (copy mode: one copy per packet),
-// and generator servers with zero-copy forwarder clients sharing one pool (no copy).
+// and generator servers with zero-copy forwarder clients: a pool each (one copy per packet), or,
+// with --peers-trust-each-other, one shared pool (no copy).
 func TestGoForwarderVerified(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cross-process run")
 	}
-	for _, zc := range []bool{false, true} {
+	for _, v := range []struct {
+		name       string
+		zc, shared bool
+	}{{"copy", false, false}, {"zero-copy", true, false}, {"shared-pool", true, true}} {
 		for _, c := range fwdCases {
-			name := fmt.Sprintf("size%d", c.size)
-			if zc {
-				name += "/zero-copy"
-			}
-			t.Run(name, func(t *testing.T) {
+			t.Run(fmt.Sprintf("size%d/%s", c.size, v.name), func(t *testing.T) {
 				a, b := sockName(t), sockName(t)
 				fwdRole, genRole := "server", "client"
-				if zc {
+				if v.zc {
 					fwdRole, genRole = "client", "server"
 				}
 				fargs := append(fwdArgs(c, 4*time.Second), "--mode", "fwd", "--queues", "2",
 					"--role", fwdRole, "--socket", a, "--role2", fwdRole, "--socket2", b)
 				gargs := append(fwdArgs(c, 2*time.Second), "--mode", "txrx", "--verify", "--queues", "2",
 					"--role", genRole, "--socket", a, "--role2", genRole, "--socket2", b)
-				if zc {
+				if v.zc {
 					fargs = append(fargs, "--zero-copy")
 				}
+				if v.shared {
+					fargs = append(fargs, "--peers-trust-each-other")
+				}
 				first, second := fargs, gargs // the servers start first
-				if zc {
+				if v.zc {
 					first, second = gargs, fargs
 				}
 				p1 := start(t, first...)
@@ -92,12 +95,15 @@ func TestGoForwarderVerified(t *testing.T) {
 				p2 := start(t, second...)
 				r1, r2 := p1.wait(t, 30*time.Second), p2.wait(t, 30*time.Second)
 				gen, fwd := r2, r1
-				if zc {
+				if v.zc {
 					gen, fwd = r1, r2
 				}
 				checkChain(t, gen, fwd)
-				if shared := strings.Contains(fwd.stderr, "one buffer pool"); shared != zc {
-					t.Errorf("forwarder shares one pool: %v, want %v", shared, zc)
+				if shared := strings.Contains(fwd.stderr, "one buffer pool"); shared != v.shared {
+					t.Errorf("forwarder shares one pool: %v, want %v", shared, v.shared)
+				}
+				if each := strings.Contains(fwd.stderr, "a buffer pool each"); each != (v.zc && !v.shared) {
+					t.Errorf("forwarder has a pool per port: %v, want %v", each, v.zc && !v.shared)
 				}
 			})
 		}
@@ -133,13 +139,17 @@ func TestChainOfTwoGoForwarders(t *testing.T) {
 	checkChain(t, gr, r1, r2)
 }
 
-// TestFwdUsage: fwd needs two distinct ports and does not verify.
+// TestFwdUsage: fwd needs two distinct ports and does not verify; a shared pool is only for fwd
+// between two zero-copy clients.
 func TestFwdUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"--mode", "fwd"},
 		{"--mode", "fwd", "--socket2", "@x", "--verify"},
 		{"--mode", "rx", "--socket2", "@x"},
 		{"--mode", "fwd", "--socket", "@x", "--socket2", "@x"},
+		{"--mode", "fwd", "--socket2", "@x", "--peers-trust-each-other"},
+		{"--mode", "txrx", "--socket2", "@x", "--zero-copy", "--peers-trust-each-other"},
+		{"--mode", "fwd", "--socket", "@x", "--role2", "server", "--socket2", "@y", "--zero-copy", "--peers-trust-each-other"},
 	} {
 		r := start(t, args...).wait(t, 10*time.Second)
 		if r.code != 2 {

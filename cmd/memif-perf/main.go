@@ -26,7 +26,10 @@
 // sends on the first port and receives (and with --verify checks) on the second: a generator and
 // sink in one process for a chain of forwarders. In fwd, rx counts frames received on both
 // ports and tx frames forwarded; --queues, --ring-size, --buffer-size and --zero-copy apply to
-// both ports, and two zero-copy clients share one buffer pool, so forwarding copies nothing.
+// both ports. Two zero-copy clients have a buffer pool each, and forwarding copies each frame
+// once; with --peers-trust-each-other they share one pool and forwarding copies nothing, but each
+// port's peer then maps the other port's frames too (read and write): only for two peers that
+// are one party (docs/security.md).
 package main
 
 import (
@@ -83,7 +86,7 @@ type flags struct {
 	metrics                                            *string
 	size, burst, queues, ringSize, bufSize, spins, win *int
 	duration, connectTO                                *time.Duration
-	verify, zeroCopy, cycles                           *bool
+	verify, zeroCopy, cycles, trustPeers               *bool
 	ports                                              [2]portFlags
 }
 
@@ -115,7 +118,8 @@ func defineFlags(fs *flag.FlagSet) *flags {
 		spins:      fs.Int("spins", 1000, "adaptive mode: empty polls before sleeping"),
 		win:        fs.Int("window", 0, "txrx: packets in flight per queue (0: half the receiving ring; negative: no bound)"),
 		cycles:     fs.Bool("record-cycles", true, "rx, echo, fwd: count busy TSC cycles per packet as testpmd --record-core-cycles does (two or three counter reads per poll; off for latency runs against a testpmd without the flag)"),
-		zeroCopy:   fs.Bool("zero-copy", false, "client: announce a buffer pool and point descriptors at it (no copy on the peer's side of the region); fwd between two zero-copy clients: one pool, no copy at all"),
+		zeroCopy:   fs.Bool("zero-copy", false, "client: announce a buffer pool and point descriptors at it (no copy on the peer's side of the region); fwd between two zero-copy clients: a pool each, one copy per frame"),
+		trustPeers: fs.Bool("peers-trust-each-other", false, "fwd between two zero-copy clients: share one buffer pool, no copy at all; each port's peer maps the whole pool and so reads and rewrites the other port's frames: only when both peers are one party"),
 	}
 	for k, sfx := range []string{"", "2"} {
 		what := "memif"
@@ -172,6 +176,9 @@ func (f *flags) session(fs *flag.FlagSet) (*traffic.Session, error) {
 	if *f.zeroCopy && !slices.ContainsFunc(ports, func(c memif.Config) bool { return c.ZeroCopy }) {
 		return nil, errors.New("--zero-copy: only a client owns the memory it could share")
 	}
+	if *f.trustPeers && (tc.Mode != traffic.ModeFwd || !*f.zeroCopy) {
+		return nil, errors.New("--peers-trust-each-other: only for --mode fwd with --zero-copy (it shares the two clients' buffer pool)")
+	}
 	if tc.Mode == traffic.ModeFwd && f.ports[1].same(&f.ports[0]) {
 		return nil, errors.New("--mode fwd: the second port (--socket2, --role2, --id2 or --port2) is the first one")
 	}
@@ -180,7 +187,7 @@ func (f *flags) session(fs *flag.FlagSet) (*traffic.Session, error) {
 	}
 	return &traffic.Session{
 		Ports: ports, Traffic: tc,
-		Duration: *f.duration, ConnectTimeout: *f.connectTO, Metrics: *f.metrics,
+		Duration: *f.duration, ConnectTimeout: *f.connectTO, Metrics: *f.metrics, PeersTrustEachOther: *f.trustPeers,
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}, nil
 }

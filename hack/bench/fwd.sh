@@ -18,7 +18,8 @@
 #   zero-copy forwarders (cases fwdzc64, fwdzc1500): the forwarder's ports are zero-copy clients,
 #   the generator's two ports servers (memif-perf txrx copying frames in and out, header only
 #   without --verify), started first (a DPDK client dials once and never again):
-#     FGzc memif-perf --mode fwd --zero-copy: two clients of one buffer pool, no copy at all;
+#     FGzc memif-perf --mode fwd --zero-copy --peers-trust-each-other: two clients of one buffer
+#          pool, no copy at all (both peers are the generator: one party, as testpmd's one mempool);
 #     FDzc testpmd io between two net_memif zero-copy clients (descriptors point into its mbufs:
 #          no copy in testpmd), and FDzce after FGzc.
 # Rows of one size run back to back: FD F0 FG FDe, or FDzc FGzc FDzce (reversed in odd rounds by
@@ -49,7 +50,7 @@ start_fwd() {
       ;;
     *)
       local zc=()
-      [ "$role" = client ] && zc=(--zero-copy)
+      [ "$role" = client ] && zc=(--zero-copy --peers-trust-each-other)
       taskset -c "$CLI_CORE" "$MP" --mode fwd --role "$role" --socket "@$FWD_SOCKA" --role2 "$role" \
         --socket2 "@$FWD_SOCKB" --size "$pkt" --ring-size 1024 --burst 32 --duration "$((DUR + 20))s" \
         --connect-timeout "${CONNECT_TO}s" "${zc[@]}" >"$TMP/$tag.out" 2>"$TMP/$tag.err" </dev/null &

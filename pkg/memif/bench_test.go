@@ -134,16 +134,18 @@ func BenchmarkPump(b *testing.B) {
 //   - shared-pool: A and B share one Pool; RxBurstZC on A, TxBurstZC on B with the same
 //     buffers, which come back to the share A re-arms from (Tx-to-Rx recycling, no copy);
 //   - forward-copy: copy-mode clients, RxQueue.Forward (one copy, ring buffer to ring buffer);
+//   - forward-separate-pools: RxQueue.Forward between zero-copy clients with a pool each, what
+//     a forwarder gets unless its peers trust each other (one copy, pool buffer to pool buffer);
 //   - forward-shared-pool: RxQueue.Forward between interfaces of one Pool (no copy).
 func BenchmarkForward(b *testing.B) {
-	for _, variant := range []string{"copy", "separate-pools", "shared-pool", "forward-copy", "forward-shared-pool"} {
+	for _, variant := range []string{"copy", "separate-pools", "shared-pool", "forward-copy", "forward-separate-pools", "forward-shared-pool"} {
 		for _, size := range []int{64, 1500} {
 			b.Run(fmt.Sprintf("%s/size=%d", variant, size), func(b *testing.B) {
 				const burst, ringSize = 32, 1024
 				cfg := memif.Config{RingSize: ringSize, BufferSize: 2048, ZeroCopy: variant != "copy" && variant != "forward-copy"}
 				cfgA, cfgB := cfg, cfg
 				if strings.HasSuffix(variant, "shared-pool") {
-					pool, err := memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * ringSize, BufferSize: 2048})
+					pool, err := memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * ringSize, BufferSize: 2048, PeersTrustEachOther: true})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -182,8 +184,9 @@ func BenchmarkForward(b *testing.B) {
 						n := in.RxBurstZC(rxZC)
 						return out.TxBurstZC(rxZC[:n])
 					},
-					"forward-copy":        func() int { return in.Forward(out, burst) },
-					"forward-shared-pool": func() int { return in.Forward(out, burst) },
+					"forward-copy":           func() int { return in.Forward(out, burst) },
+					"forward-separate-pools": func() int { return in.Forward(out, burst) },
+					"forward-shared-pool":    func() int { return in.Forward(out, burst) },
 				}[variant]
 				b.SetBytes(int64(size * burst))
 				b.ReportAllocs()

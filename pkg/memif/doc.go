@@ -25,8 +25,8 @@
 // RxBurstZC, Release; TxQueue: TxBurst, TxBurstZC, Alloc) must come from one goroutine at a time.
 // Different queues may run on different goroutines in parallel, without any locking between them.
 // In zero-copy mode RxQueue k and TxQueue k draw on the same share of the pool, so queue pair k is
-// one owner: call both from one goroutine, and, when interfaces share a Pool, queue pairs k of all
-// of them. Pool.BuffersFree(k) and the queues' BuffersFree belong to that goroutine too.
+// one owner: call both from one goroutine, and, when interfaces share a Pool (whose peers trust
+// each other: PoolConfig.PeersTrustEachOther), queue pairs k of all of them. Pool.BuffersFree(k) and the queues' BuffersFree belong to that goroutine too.
 // RxQueue.Forward and ForwardDrop (a forwarder's data path: received packets sent on another
 // interface, with one copy or none) are data-path calls of both queues they take.
 //

@@ -117,10 +117,15 @@ func ExampleRxQueue_Forward() {
 // return to the pool share the receive ring re-arms from (Tx-to-Rx recycling). Nothing is copied
 // and nothing allocated; Forward does this by itself when both queues draw on the same share, and
 // RxBurstZC plus TxBurstZC do it by hand (an application that looks at or rewrites headers).
+// Both peers map the whole pool, so each reads and rewrites the other's frames: a pool is shared
+// only when the peers trust each other (PeersTrustEachOther; without it the second Open fails
+// with ErrPoolShared). Peers that are separate tenants get a pool each, and Forward copies once.
 func ExamplePool_forward() {
 	quiet := memiftest.QuietLogger()
 	// Rings of 256 slots on two interfaces: 5 x 256 leaves a ring's worth to the application.
-	pool, err := memif.NewPool(memif.PoolConfig{Name: "l2fwd", Pairs: 1, Buffers: 5 * 256, BufferSize: 2048})
+	// Here both peers (east and west) are this program's: they trust each other.
+	pool, err := memif.NewPool(memif.PoolConfig{Name: "l2fwd", Pairs: 1, Buffers: 5 * 256, BufferSize: 2048,
+		PeersTrustEachOther: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -54,7 +54,8 @@ func forwarder(tb testing.TB, in, out fwdSide, ringSize, bufSize int) (a, b fwdL
 	var pool *memif.Pool
 	if in == sideShared || out == sideShared {
 		var err error
-		pool, err = memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * ringSize, BufferSize: bufSize})
+		pool, err = memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * ringSize, BufferSize: bufSize,
+			PeersTrustEachOther: true}) // both peers are the test's
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -307,7 +308,7 @@ func TestForwardSurvivesRegionCut(t *testing.T) {
 // quiet the pool is whole.
 func TestSharedPoolReconnectWhileForwarding(t *testing.T) {
 	const ringSize = 64
-	pool, err := memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * ringSize, BufferSize: 2048})
+	pool, err := memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * ringSize, BufferSize: 2048, PeersTrustEachOther: true})
 	if err != nil {
 		t.Fatal(err)
 	}

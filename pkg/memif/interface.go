@@ -119,8 +119,8 @@ func (i *Interface) start() (err error) {
 				return err
 			}
 		}
-		if err := i.pool.join(); err != nil {
-			return err
+		if err := i.pool.join(cfg.Name); err != nil {
+			return fmt.Errorf("memif %s: %w", cfg.Name, err)
 		}
 		for k, q := range i.rx {
 			q.zc = i.pool.shares[k]

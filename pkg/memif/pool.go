@@ -31,21 +31,33 @@ func (p *zcShare) view(idx, n uint32) []byte {
 }
 
 // Pool is the buffer pool of zero-copy client interfaces, announced to each peer as region 1.
-// Open creates a private one for an interface with Config.ZeroCopy; create one with NewPool and
-// put it in the Config of several interfaces to forward between them without copying (an l2fwd):
-// a buffer received on interface A's RxQueue k can be sent on interface B's TxQueue k, and when
-// B's peer releases it, it goes back to share k, from which A's RxQueue k re-arms its ring. That
-// is Tx-to-Rx buffer recycling with no structure shared between data-path goroutines in between,
-// which requires that queue pairs k of all interfaces of a pool are used from one goroutine
-// (share k's lock, taken once per call, only orders them with the control goroutines).
+// Open creates a private one for an interface with Config.ZeroCopy. A Pool is one memory region,
+// and every peer it is announced to maps all of it: the peer of an interface can read and rewrite
+// every buffer of the pool at any time, with no descriptor pointing at it. So by default a Pool
+// serves one interface for its whole life (a peer keeps its mapping after it disconnects), and
+// Open refuses a second one (ErrPoolShared): each interface's peer maps only its own buffers, and
+// Forward between interfaces of different pools copies each packet once.
+//
+// With PoolConfig.PeersTrustEachOther, put it in the Config of several interfaces to forward
+// between them without copying (an l2fwd): a buffer received on interface A's RxQueue k can be
+// sent on interface B's TxQueue k, and when B's peer releases it, it goes back to share k, from
+// which A's RxQueue k re-arms its ring. That is Tx-to-Rx recycling with no structure shared
+// between data-path goroutines in between, which requires that queue pairs k of all interfaces of
+// a pool are used from one goroutine (share k's lock, taken once per call, only orders them with
+// the control goroutines). The price is that every peer sees every other peer's frames.
 type Pool struct {
 	region  *alloc.Region
 	shares  []*zcShare
 	bufSize int
 	private bool // created by Open for one interface: closed with it
 
+	name    string
+	trusted bool // PoolConfig.PeersTrustEachOther
+
 	mu     sync.Mutex
 	users  int
+	joined bool   // an interface has used the pool
+	first  string // the first interface that did
 	closed bool
 }
 
@@ -71,7 +83,20 @@ type PoolConfig struct {
 	// NewRegion, when set, creates the pool's region instead; it must be one that cannot fault
 	// (alloc.Region.MayFault false: a sealed memfd of ordinary memory), or NewPool refuses it.
 	NewRegion func(name string, size int) (*alloc.Region, error)
+	// PeersTrustEachOther lets several interfaces use the pool (zero-copy forwarding between
+	// them). Every one of their peers maps the whole pool and can read and rewrite the frames
+	// of all the others, received and sent, at any time: set it only when all those peers are
+	// the same party (two links to one data plane, or to pods of one tenant), never for peers
+	// that are separate tenants. Without it Open refuses a second interface (ErrPoolShared).
+	PeersTrustEachOther bool
 }
+
+// ErrPoolShared is why Open refuses an interface whose Config.Pool another interface used
+// already, unless the pool was created with PoolConfig.PeersTrustEachOther.
+var ErrPoolShared = errors.New("the pool's memory is mapped whole by every peer it is announced to, " +
+	"so this interface's peer would read and rewrite the other interface's frames: give each interface " +
+	"its own pool (Forward copies once between them), or set PoolConfig.PeersTrustEachOther if, and only if, " +
+	"the peers trust each other")
 
 // errPoolMayFault is why NewPool refuses memory a peer could make fault under the application.
 var errPoolMayFault = errors.New("the region can fault when the peer truncates it or punches a hole into it " +
@@ -105,7 +130,7 @@ func NewPool(c PoolConfig) (*Pool, error) {
 		region.Close()
 		return nil, fmt.Errorf("memif pool %q: %w", c.Name, errPoolMayFault)
 	}
-	p := &Pool{region: region, bufSize: c.BufferSize, shares: make([]*zcShare, c.Pairs)}
+	p := &Pool{region: region, bufSize: c.BufferSize, shares: make([]*zcShare, c.Pairs), name: c.Name, trusted: c.PeersTrustEachOther}
 	for k := range p.shares {
 		p.shares[k] = &zcShare{
 			mem:     region.Mem,
@@ -138,12 +163,19 @@ func (p *zcShare) available() int {
 	return p.free.Available()
 }
 
-// join registers an interface as a user.
-func (p *Pool) join() error {
+// join registers interface name as a user. An untrusted pool takes one interface in its life:
+// a peer that was given the pool keeps its mapping after the interface closed.
+func (p *Pool) join(name string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return errors.New("memif: the pool is closed")
+		return fmt.Errorf("pool %q is closed", p.name)
+	}
+	if p.joined && !p.trusted {
+		return fmt.Errorf("pool %q was given to interface %q: %w", p.name, p.first, ErrPoolShared)
+	}
+	if !p.joined {
+		p.joined, p.first = true, name
 	}
 	p.users++
 	return nil

@@ -16,14 +16,32 @@ import (
 // zcRegionIndex is the region the pool is announced as.
 const zcRegionIndex = 1
 
-// Buffer is one buffer of a zero-copy interface's pool.
+// Buffer is one buffer of a zero-copy interface's pool. It belongs to the pool share of the queue
+// pair that handed it out (RxBurstZC, Alloc): give it back there (Release, TxBurstZC), or to queue
+// pair k of another interface of the same Pool, which shares share k.
 type Buffer struct {
 	// Data is the packet, a view of shared memory. For a received buffer it is valid until the
 	// buffer is released or sent. It may be resliced (not re-allocated) before sending: the offset
 	// of Data in its buffer travels in the descriptor.
-	Data []byte
-	More bool // the packet continues in the next Buffer (a chain)
-	idx  uint32
+	Data  []byte
+	More  bool // the packet continues in the next Buffer (a chain)
+	idx   uint32
+	share *zcShare // where idx is a buffer: TxBurstZC and Release take only their own share's
+}
+
+// errForeignBuffer is the panic of TxBurstZC and Release given a buffer of another pool or queue
+// pair: its index would name a buffer of this share, whose free list it would corrupt, and its
+// own share would never get it back. A caller's bug, like a double free, not bad input.
+const errForeignBuffer = "memif: a Buffer goes back only to the queue pair it came from, or queue pair k of an " +
+	"interface sharing its Pool (PoolConfig.PeersTrustEachOther): between pools, Forward copies, or copy into Alloc'd buffers"
+
+// mine panics unless every buffer is the share's.
+func (p *zcShare) mine(bufs []Buffer) {
+	for i := range bufs {
+		if bufs[i].share != p {
+			panic(errForeignBuffer)
+		}
+	}
 }
 
 // RxBurstZC receives up to len(bufs) buffers without copying: each Data is a view of shared
@@ -59,7 +77,8 @@ func (q *RxQueue) RxBurstZC(bufs []Buffer) int {
 			continue
 		}
 		more := flags&ring.DescFlagNext != 0
-		bufs[n] = Buffer{Data: zc.view(idx, length), More: more, idx: idx}
+		b := &bufs[n] // field by field: a Buffer literal is built on the stack and copied
+		b.Data, b.More, b.idx, b.share = zc.view(idx, length), more, idx, zc
 		n++
 		bytes += int(length)
 		if !more {
@@ -109,8 +128,10 @@ func (q *RxQueue) refillZC() {
 	}
 }
 
-// Release gives received buffers back to the pool. Call it from the queue pair's goroutine.
+// Release gives received buffers back to the pool. Call it from the queue pair's goroutine. It
+// panics on a buffer of another pool or queue pair.
 func (q *RxQueue) Release(bufs []Buffer) {
+	q.zc.mine(bufs)
 	q.zc.mu.Lock()
 	defer q.zc.mu.Unlock()
 	for i := range bufs {
@@ -133,7 +154,8 @@ func (q *TxQueue) Alloc(bufs []Buffer) int {
 			break
 		}
 		for _, idx := range q.scratch[:k] {
-			bufs[n] = Buffer{Data: q.zc.view(idx, q.zc.bufSize), idx: idx}
+			b := &bufs[n] // field by field, as in RxBurstZC
+			b.Data, b.More, b.idx, b.share = q.zc.view(idx, q.zc.bufSize), false, idx, q.zc
 			n++
 		}
 	}
@@ -142,11 +164,13 @@ func (q *TxQueue) Alloc(bufs []Buffer) int {
 
 // TxBurstZC hands buffers to the peer without copying and returns how many it took; a chain is
 // taken whole or not at all. The queue owns the buffers it took and returns them to the pool when
-// the peer has released them. Fewer than len(bufs) means the ring is full.
+// the peer has released them. Fewer than len(bufs) means the ring is full. It panics on a buffer
+// of another pool or queue pair (see Buffer).
 func (q *TxQueue) TxBurstZC(bufs []Buffer) int {
 	if q.zc == nil {
 		panic("memif: TxBurstZC needs Config.ZeroCopy")
 	}
+	q.zc.mine(bufs) // before the queue is taken: the panic leaves it usable
 	if !q.acquire() {
 		return 0
 	}

@@ -74,7 +74,7 @@ func TestZeroCopyReleaseDuringDisconnect(t *testing.T) {
 // and A's control goroutine recovers A's rings into share 0, and on reconnect arms A's receive
 // ring from it. No data race, and no buffer lost or duplicated.
 func TestSharedPoolDisconnectDuringBursts(t *testing.T) {
-	pool, err := memif.NewPool(memif.PoolConfig{Name: "race", Pairs: 1, Buffers: 5 * 64, BufferSize: 256})
+	pool, err := memif.NewPool(memif.PoolConfig{Name: "race", Pairs: 1, Buffers: 5 * 64, BufferSize: 256, PeersTrustEachOther: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,7 +195,7 @@ func TestZeroCopyNoAllocs(t *testing.T) {
 // buffers received on A are sent on B without a copy and come back to the pool share A re-arms
 // from. Payloads are checked at B's server, single and chained; every buffer comes home.
 func TestSharedPoolForward(t *testing.T) {
-	pool, err := memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * 64, BufferSize: 256})
+	pool, err := memif.NewPool(memif.PoolConfig{Name: "fwd", Pairs: 1, Buffers: 5 * 64, BufferSize: 256, PeersTrustEachOther: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,6 +240,52 @@ func TestSharedPoolForward(t *testing.T) {
 	out.TxBurstZC(nil)
 	if free := pool.BuffersFree(0); free != full {
 		t.Fatalf("%d buffers free after forwarding, %d before", free, full)
+	}
+}
+
+// TestForeignBufferPanics: buffers received on A, which has a pool of its own, given to B's
+// TxBurstZC or Release (B on another pool) panic with the reason and leave both queues as they
+// were: B still sends, A takes its buffers back, and every buffer of either pool comes home. They
+// used to be taken as B's buffers of the same index: B's peer got one of B's buffers, B's free
+// list a buffer twice, and A's pool lost them.
+func TestForeignBufferPanics(t *testing.T) {
+	cfg := memif.Config{ZeroCopy: true, RingSize: 16, BufferSize: 256}
+	srvA, cliA := memiftest.Pair(t, memif.Config{}, cfg)
+	srvB, cliB := memiftest.Pair(t, memif.Config{}, cfg)
+	in, out, release := cliA.RxQueue(0), cliB.TxQueue(0), cliB.RxQueue(0)
+	freeA, freeB := in.BuffersFree(), out.BuffersFree()
+	if srvA.TxQueue(0).TxBurst([][]byte{[]byte("for A")}) != 1 {
+		t.Fatal("A's server could not send")
+	}
+	bufs := make([]memif.Buffer, 4)
+	n := in.RxBurstZC(bufs)
+	if n != 1 {
+		t.Fatalf("A received %d buffers", n)
+	}
+	for name, misuse := range map[string]func(){
+		"TxBurstZC": func() { out.TxBurstZC(bufs[:n]) },
+		"Release":   func() { release.Release(bufs[:n]) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "goes back only to the queue pair it came from") {
+					t.Errorf("%s of A's buffer on B: recovered %v, want the foreign-buffer panic", name, r)
+				}
+			}()
+			misuse()
+		}()
+	}
+	if out.TxBurst([][]byte{[]byte("from B")}) != 1 {
+		t.Fatal("B cannot send after the refused burst")
+	}
+	got := [][]byte{make([]byte, 0, 256)}
+	if srvB.RxQueue(0).RxBurst(got) != 1 || string(got[0]) != "from B" {
+		t.Fatalf("B's server got %q", got[0])
+	}
+	in.Release(bufs[:n])
+	out.TxBurstZC(nil) // reclaims what B's server released
+	if a, b := in.BuffersFree(), out.BuffersFree(); a != freeA || b != freeB {
+		t.Fatalf("buffers free: A %d (was %d), B %d (was %d)", a, freeA, b, freeB)
 	}
 }
 

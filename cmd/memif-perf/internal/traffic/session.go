@@ -22,12 +22,15 @@ const (
 // Session is one memif-perf run: open the interfaces, wait for the links, run the loops for the
 // duration, report.
 type Session struct {
-	// Ports are the interfaces: one, or two for fwd and a two-port txrx. Two zero-copy clients
-	// of a forwarder share one buffer pool, so forwarding between them copies nothing.
-	Ports          []memif.Config
-	Traffic        Config
-	Duration       time.Duration // from link up; 0 = until ctx ends
-	ConnectTimeout time.Duration
+	// Ports are the interfaces: one, or two for fwd and a two-port txrx.
+	Ports []memif.Config
+	// PeersTrustEachOther (fwd) gives the two ports, zero-copy clients both, one buffer pool, so
+	// forwarding between them copies nothing; each port's peer then maps the other's frames.
+	// Without it each has its own pool and forwarding copies each frame once.
+	PeersTrustEachOther bool
+	Traffic             Config
+	Duration            time.Duration // from link up; 0 = until ctx ends
+	ConnectTimeout      time.Duration
 	// Metrics, when set, is the address where the ports' Prometheus metrics are served
 	// (http://Metrics/metrics) for the whole run.
 	Metrics        string
@@ -134,21 +137,25 @@ func (s *Session) waitLink(ctx context.Context, iface *memif.Interface) error {
 	}
 }
 
-// open opens the ports, with one pool shared by two zero-copy clients; closeAll closes them and
-// then the pool.
+// open opens the ports, with one pool shared by two zero-copy clients whose peers trust each
+// other; closeAll closes them and then the pool.
 func (s *Session) open() (ports []*memif.Interface, closeAll func(), err error) {
 	cfgs := append([]memif.Config(nil), s.Ports...)
 	var pool *memif.Pool
-	if s.Traffic.Mode == ModeFwd {
+	if s.Traffic.Mode == ModeFwd && s.PeersTrustEachOther {
 		if pool, err = sharedPool(cfgs); err != nil {
 			return nil, nil, err
 		}
+		if pool == nil {
+			return nil, nil, errors.New("--peers-trust-each-other: the two ports are not zero-copy clients of one buffer size on memory of their own")
+		}
 		for k := range cfgs {
-			cfgs[k].Pool = pool // nil: each keeps its own memory
+			cfgs[k].Pool = pool
 		}
-		if pool != nil {
-			fmt.Fprintf(s.Stderr, "memif-perf: both ports are zero-copy clients of one buffer pool: forwarding copies nothing\n")
-		}
+		fmt.Fprintf(s.Stderr, "memif-perf: both ports are zero-copy clients of one buffer pool (their peers trust each other: each maps the other's frames): forwarding copies nothing\n")
+	} else if s.Traffic.Mode == ModeFwd && len(cfgs) == 2 && cfgs[0].ZeroCopy && cfgs[1].ZeroCopy {
+		fmt.Fprintf(s.Stderr, "memif-perf: both ports are zero-copy clients with a buffer pool each: forwarding copies each frame once "+
+			"(--peers-trust-each-other shares one pool: no copy, but each peer maps the other's frames)\n")
 	}
 	closeAll = func() {
 		for _, p := range ports {
@@ -195,7 +202,7 @@ func sharedPool(cfgs []memif.Config) (*memif.Pool, error) {
 	// for what is between them.
 	bufs := 2*(rs(a)+rs(b)) + max(rs(a), rs(b))
 	p, err := memif.NewPool(memif.PoolConfig{Name: "memif-perf-fwd", Pairs: max(a.RxQueues, a.TxQueues, b.RxQueues, b.TxQueues, 1),
-		Buffers: bufs, BufferSize: bs, Memory: a.Memory})
+		Buffers: bufs, BufferSize: bs, Memory: a.Memory, PeersTrustEachOther: true})
 	if err != nil {
 		return nil, fmt.Errorf("shared pool: %w", err)
 	}
