@@ -36,6 +36,24 @@ func waitUp(t *testing.T, i *memif.Interface) error {
 	return i.WaitUp(ctx)
 }
 
+// waitFor waits at most 10 s for cond, taking i.Changed() before each look: a change between
+// the look and the wait is not the next one, and a server's link may not change again.
+func waitFor(t *testing.T, i *memif.Interface, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		changed := i.Changed()
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("%s: not within 10s", what)
+		}
+	}
+}
+
 // exchange checks that one packet gets through each way.
 func exchange(t *testing.T, a, b *memif.Interface) {
 	t.Helper()
@@ -189,9 +207,7 @@ func TestCloseSendsReasonAndClientReconnects(t *testing.T) {
 		changed := cli.Changed()
 		srv.Close()
 		<-changed
-		for cli.Up() {
-			<-cli.Changed()
-		}
+		waitFor(t, cli, "client down", func() bool { return !cli.Up() })
 		var pe *memif.PeerError
 		if err := cli.Err(); !errors.As(err, &pe) || pe.Reason != "interface closed" {
 			t.Fatalf("client saw %v, want the server's reason", err)
@@ -253,9 +269,7 @@ func TestClientWaitsForServer(t *testing.T) {
 	addr := memiftest.UniqueSocket()
 	cli := open(t, memif.Config{Role: memif.RoleClient, Socket: addr, ReconnectInterval: 20 * time.Millisecond})
 	// Several failed dials are recorded, not fatal.
-	for cli.Err() == nil {
-		<-cli.Changed()
-	}
+	waitFor(t, cli, "a failed dial recorded", func() bool { return cli.Err() != nil })
 	if cli.Up() {
 		t.Fatal("up without a server")
 	}

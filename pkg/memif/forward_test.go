@@ -189,9 +189,7 @@ func TestForwardOtherSideDown(t *testing.T) {
 		t.Fatal("not sent")
 	}
 	b.peer.Close()
-	for b.fwd.TxQueue(0).Up() {
-		<-b.fwd.Changed()
-	}
+	waitFor(t, b.fwd, "forwarder's link to b down", func() bool { return !b.fwd.TxQueue(0).Up() })
 	if n := a.fwd.RxQueue(0).Forward(b.fwd.TxQueue(0), 32); n != 0 {
 		t.Fatalf("forwarded %d to a queue that is down", n)
 	}
@@ -355,9 +353,7 @@ func TestSharedPoolReconnectWhileForwarding(t *testing.T) {
 	}()
 	for range 10 {
 		srvA.Close()
-		for cliA.Up() {
-			<-cliA.Changed()
-		}
+		waitFor(t, cliA, "client down", func() bool { return !cliA.Up() })
 		srvA = open(t, memif.Config{Role: memif.RoleServer, Socket: addrA})
 		if err := waitUp(t, cliA); err != nil {
 			t.Fatal(err)

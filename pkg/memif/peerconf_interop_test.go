@@ -93,15 +93,7 @@ func TestDPDKFromGeneratedArgs(t *testing.T) {
 			// takes the rings' buffers back into the same pool share (a data race before the
 			// share was locked; TestZeroCopyReleaseDuringDisconnect plays it without DPDK).
 			l.stop(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			for l.iface.Up() {
-				select {
-				case <-l.iface.Changed():
-				case <-ctx.Done():
-					t.Fatal("the Go side never saw testpmd go")
-				}
-			}
+			waitFor(t, l.iface, "the Go side seeing testpmd go", func() bool { return !l.iface.Up() })
 			if st := l.iface.Stats(); st.LinkDowns != 1 || st.LinkUps != 1 {
 				t.Fatalf("link transitions after testpmd stopped: %d up, %d down; want 1 and 1", st.LinkUps, st.LinkDowns)
 			}

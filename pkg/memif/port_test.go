@@ -160,9 +160,7 @@ func TestOpenPortUsesPoolUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer second.Close()
-	for second.Err() == nil {
-		<-second.Changed()
-	}
+	waitFor(t, second, "second port's error", func() bool { return second.Err() != nil })
 	if err := second.Err(); !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("second port: %v", err)
 	}

@@ -60,9 +60,7 @@ func TestZeroCopyReleaseDuringDisconnect(t *testing.T) {
 		}()
 		srv.Close()
 		wg.Wait()
-		for cli.Up() {
-			<-cli.Changed()
-		}
+		waitFor(t, cli, "client down", func() bool { return !cli.Up() })
 		if free := rx.BuffersFree(); free != total {
 			t.Fatalf("round %d: %d buffers free with the link down and nothing held, want %d", round, free, total)
 		}
@@ -93,9 +91,7 @@ func TestSharedPoolDisconnectDuringBursts(t *testing.T) {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		srvA.Close()
-		for cliA.Up() {
-			<-cliA.Changed()
-		}
+		waitFor(t, cliA, "client down", func() bool { return !cliA.Up() })
 	}
 	close(stop)
 	if err := <-done; err != nil {

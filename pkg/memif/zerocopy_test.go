@@ -148,9 +148,7 @@ func TestZeroCopyHeldBuffersSurviveReconnect(t *testing.T) {
 		t.Fatalf("RxBurstZC = %d", n)
 	}
 	srv.Close() // the link goes down while the application holds the buffer
-	for cli.Up() {
-		<-cli.Changed()
-	}
+	waitFor(t, cli, "client down", func() bool { return !cli.Up() })
 	if string(bufs[0].Data) != "keep me" {
 		t.Fatalf("held buffer reads %q after disconnect", bufs[0].Data)
 	}
