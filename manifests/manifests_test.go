@@ -430,7 +430,7 @@ func deviceConfig(t *testing.T, cm *corev1.ConfigMap) dpConfig {
 	return cfg
 }
 
-var cniKeys = []string{"type", "capabilities", "stateDir", "kubeletDir", "deviceInfoDir", "kubeletURL", "kubeconfig", "timeoutSeconds", "ipam"}
+var cniKeys = []string{"type", "capabilities", "stateDir", "kubeletDir", "deviceInfoDir", "insecureKubeletPodsAPI", "kubeletURL", "kubeconfig", "timeoutSeconds", "ipam"}
 
 func checkNAD(t *testing.T, objs []any, kubeconfig string) {
 	t.Helper()
