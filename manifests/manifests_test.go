@@ -430,7 +430,7 @@ func deviceConfig(t *testing.T, cm *corev1.ConfigMap) dpConfig {
 	return cfg
 }
 
-var cniKeys = []string{"type", "capabilities", "stateDir", "kubeletDir", "deviceInfoDir", "kubeletURL", "kubeconfig", "timeoutSeconds", "ipam"}
+var cniKeys = []string{"type", "capabilities", "stateDir", "kubeletDir", "deviceInfoDir", "insecureKubeletPodsAPI", "kubeletURL", "kubeconfig", "timeoutSeconds", "ipam"}
 
 func checkNAD(t *testing.T, objs []any, kubeconfig string) {
 	t.Helper()
@@ -937,9 +937,37 @@ func checkDRAPolicies(t *testing.T, objs []any) {
 		if len(p.Spec.Validations) < 2 || p.Spec.Validations[0].Expression != "variables.nodeName != ''" {
 			t.Errorf("policy %s: its first validation must refuse a token without a node name", p.Name)
 		}
+		if p.Name == "memifnet-dra-resourceslices" {
+			checkSlicePolicy(t, p)
+		}
 	}
 	for name := range covers {
 		t.Errorf("no policy %s", name)
+	}
+}
+
+// checkSlicePolicy: a slice the agent writes (as it is and as it will be) must be of driver
+// memifnet.io, on the token's node and in the pool named after it (security D6, D11): the driver
+// publishes one pool named after its node (dra.TestResources). The CEL itself runs in tier 3's
+// draAttacks.
+func checkSlicePolicy(t *testing.T, p *admissionregv1.ValidatingAdmissionPolicy) {
+	t.Helper()
+	vars := map[string]string{}
+	for _, v := range p.Spec.Variables {
+		vars[v.Name] = v.Expression
+	}
+	if !strings.Contains(vars["slices"], "[oldObject, object]") {
+		t.Errorf("policy %s: an update must be checked as it was and as it will be: %q", p.Name, vars["slices"])
+	}
+	f := vars["foreign"]
+	for _, want := range []string{"s.spec.driver != '" + names.DRADriver + "'", "s.spec.?nodeName.orValue('') != variables.nodeName",
+		"s.spec.pool.name != variables.nodeName"} {
+		if !strings.Contains(f, want) {
+			t.Errorf("policy %s: variable foreign %q lacks %q", p.Name, f, want)
+		}
+	}
+	if v := p.Spec.Validations[1]; v.Expression != "variables.foreign.size() == 0" || !strings.Contains(v.MessageExpression, "' in pool ' + variables.foreign[0].spec.pool.name") {
+		t.Errorf("policy %s: the second validation must refuse any foreign slice naming its pool: %+v", p.Name, v)
 	}
 }
 

@@ -169,6 +169,7 @@ func checkConfigurations(t *testing.T, objs []any, svc *corev1.Service, external
 		}
 	}
 	type hook struct {
+		name  string
 		cc    admissionregv1.WebhookClientConfig
 		fail  *admissionregv1.FailurePolicyType
 		side  *admissionregv1.SideEffectClass
@@ -179,13 +180,13 @@ func checkConfigurations(t *testing.T, objs []any, svc *corev1.Service, external
 	}
 	var hooks []hook
 	for _, w := range m.Webhooks {
-		hooks = append(hooks, hook{w.ClientConfig, w.FailurePolicy, w.SideEffects, w.NamespaceSelector, w.MatchConditions, w.Rules, "/mutate"})
+		hooks = append(hooks, hook{w.Name, w.ClientConfig, w.FailurePolicy, w.SideEffects, w.NamespaceSelector, w.MatchConditions, w.Rules, "/mutate"})
 	}
 	for _, w := range v.Webhooks {
-		hooks = append(hooks, hook{w.ClientConfig, w.FailurePolicy, w.SideEffects, w.NamespaceSelector, w.MatchConditions, w.Rules, "/validate"})
+		hooks = append(hooks, hook{w.Name, w.ClientConfig, w.FailurePolicy, w.SideEffects, w.NamespaceSelector, w.MatchConditions, w.Rules, "/validate"})
 	}
-	if len(hooks) != 2 {
-		t.Fatalf("%d webhooks, want one mutating and one validating", len(hooks))
+	if len(hooks) != 3 || hooks[2].name != bindingHook {
+		t.Fatalf("%d webhooks, want one mutating and two validating (pods, then %s)", len(hooks), bindingHook)
 	}
 	for _, h := range hooks {
 		s := h.cc.Service
@@ -205,6 +206,10 @@ func checkConfigurations(t *testing.T, objs []any, svc *corev1.Service, external
 			if nsSel.Matches(labels.Set{"kubernetes.io/metadata.name": ns}) != sent {
 				t.Errorf("%s: namespace %s sent=%v, want %v", h.path, ns, !sent, sent)
 			}
+		}
+		if h.name == bindingHook {
+			checkBindingHook(t, h.conds, h.rules)
+			continue
 		}
 		// Only pods carrying the annotation: failurePolicy Fail must not reach other pods.
 		wantConds, wantResources := 1, []string{"pods"}
@@ -231,6 +236,25 @@ func checkConfigurations(t *testing.T, objs []any, svc *corev1.Service, external
 		if len(h.rules) != 1 || !slices.Equal(h.rules[0].Resources, wantResources) || !slices.Equal(h.rules[0].APIGroups, []string{""}) {
 			t.Errorf("%s: rules %+v, want %q only", h.path, h.rules, wantResources)
 		}
+	}
+}
+
+// bindingHook is the validating webhook of Bindings (security row 38).
+const bindingHook = "bindings.validate.memifnet.io"
+
+// checkBindingHook: Bindings, both spellings, are sent only when they carry a memifnet.io/
+// annotation or a link label, read from the Binding's metadata only: the scheduler's bindings
+// (none of them) never reach the webhook nor wait for it.
+func checkBindingHook(t *testing.T, conds []admissionregv1.MatchCondition, rules []admissionregv1.RuleWithOperations) {
+	t.Helper()
+	if len(rules) != 1 || !slices.Equal(rules[0].Resources, []string{"bindings", "pods/binding"}) ||
+		!slices.Equal(rules[0].Operations, []admissionregv1.OperationType{admissionregv1.Create}) || !slices.Equal(rules[0].APIGroups, []string{""}) {
+		t.Errorf("%s: rules %+v, want CREATE of bindings and pods/binding", bindingHook, rules)
+	}
+	want := "object.?metadata.?annotations.orValue({}).exists(k, k.startsWith('memifnet.io/')) || " +
+		"object.?metadata.?labels.orValue({}).exists(k, k.startsWith('" + names.LinkLabelPrefix + "'))"
+	if len(conds) != 1 || conds[0].Expression != want {
+		t.Errorf("%s: matchConditions %+v, want only\n%s", bindingHook, conds, want)
 	}
 }
 

@@ -6,10 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -290,12 +294,12 @@ func TestPodLookupFallbacks(t *testing.T) {
 	if e := cniError(t, err); e.Code != 11 || !strings.Contains(e.Error(), "no kubeconfig") {
 		t.Fatalf("no source: %v", e)
 	}
-	n.extra = map[string]any{"kubeletURL": n.kubelet.ServePodsAPI(t)}
+	n.extra = map[string]any{"insecureKubeletPodsAPI": true, "kubeletURL": n.kubelet.ServePodsAPI(t)}
 	if r := n.mustAdd(a); len(r.Interfaces) != 1 {
 		t.Fatalf("Pods API: %+v", r)
 	}
 	b := n.newPod("west@via", "slot-001")
-	n.extra = map[string]any{"kubeletURL": "https://127.0.0.1:1", "kubeconfig": n.kubelet.ServeAPIServer(t, n.root)}
+	n.extra = map[string]any{"insecureKubeletPodsAPI": true, "kubeletURL": "https://127.0.0.1:1", "kubeconfig": n.kubelet.ServeAPIServer(t, n.root)}
 	if r := n.mustAdd(b); len(r.Interfaces) != 1 {
 		t.Fatalf("API server: %+v", r)
 	}
@@ -309,6 +313,53 @@ func TestPodLookupFallbacks(t *testing.T) {
 	}
 	n.mustDel(a)
 	n.mustDel(b)
+	n.assertClean()
+}
+
+// TestKubeletPodsAPINotTriedByDefault (security row 41): the kubelet's Pods API is asked
+// anonymously with the kubelet's certificate unverified, so memif-cni asks it only when the
+// network config opts in. A config without the opt-in (the default, the installer's) never
+// connects to the kubelet's address, and says so; one with a kubeletURL but no opt-in is refused
+// (code 7) before anything is asked.
+func TestKubeletPodsAPINotTriedByDefault(t *testing.T) {
+	n := newNode(t, 1)
+	n.caps = false // the runtime passes no annotations: the fallbacks are what is left
+	a := n.newPod("east@via", "slot-000")
+	// A listener on the default address (https://127.0.0.1:10250) counts connections; when the
+	// port is taken (a kubelet on this machine), the count is left out and the rest still holds.
+	var dials atomic.Int32
+	if ln, err := net.Listen("tcp", "127.0.0.1:10250"); err != nil {
+		t.Logf("127.0.0.1:10250 is taken (%v): connections to the default address not counted", err)
+	} else {
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				dials.Add(1)
+				c.Close()
+			}
+		}()
+	}
+	n.extra = map[string]any{"kubeletURL": nil} // the default config
+	_, err := n.add(a)
+	if e := cniError(t, err); e.Code != 11 || !strings.Contains(e.Error(), `kubelet Pods API: off ("insecureKubeletPodsAPI" not set)`) {
+		t.Fatalf("default config: %v, want code 11 saying the kubelet Pods API is off", err)
+	}
+	// A served Pods API that knows the pod, named without the opt-in.
+	var asked atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { asked.Add(1); http.NotFound(w, r) }))
+	t.Cleanup(srv.Close)
+	n.extra = map[string]any{"kubeletURL": srv.URL}
+	_, err = n.add(a)
+	if e := cniError(t, err); e.Code != 7 || !strings.Contains(e.Error(), `set "insecureKubeletPodsAPI": true to use it`) {
+		t.Fatalf("kubeletURL without the opt-in: %v, want code 7 naming the opt-in", err)
+	}
+	if dials.Load() != 0 || asked.Load() != 0 {
+		t.Fatalf("the kubelet was asked without the opt-in: %d connection(s) to 127.0.0.1:10250, %d request(s) to kubeletURL", dials.Load(), asked.Load())
+	}
 	n.assertClean()
 }
 

@@ -122,6 +122,9 @@ func (n *node) confList() *libcni.NetworkConfigList {
 	}
 	for k, v := range n.extra {
 		plugin[k] = v
+		if v == nil { // a key the base config sets, removed
+			delete(plugin, k)
+		}
 	}
 	version := n.cniVersion
 	if version == "" {

@@ -24,7 +24,7 @@ func benchAddDel(b *testing.B, viaKubelet bool) {
 	n := newNode(b, 2)
 	if viaKubelet {
 		n.caps = false
-		n.extra = map[string]any{"kubeletURL": n.kubelet.ServePodsAPI(b)}
+		n.extra = map[string]any{"insecureKubeletPodsAPI": true, "kubeletURL": n.kubelet.ServePodsAPI(b)}
 	}
 	peer := n.newPod("peer@bench", "slot-001")
 	n.mustAdd(peer)

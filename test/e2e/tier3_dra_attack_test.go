@@ -197,8 +197,8 @@ func slice(name, driver, node string) *resourcev1.ResourceSlice {
 // draAttacks plays a compromised node (issue 18 part 1; docs/security.md D6-D8) with the node
 // agent's real token: it allocates a pending claim of another namespace and driver to its node,
 // reserves a claim for a pod, deallocates one, writes device status of another driver and of
-// memifnet.io devices allocated on another node, publishes slices of another driver or node and
-// deletes another driver's and another node's slices. Each is refused by the overlay's
+// memifnet.io devices allocated on another node, publishes slices of another driver or node (or
+// on its node in another node's pool) and deletes another driver's and another node's slices. Each is refused by the overlay's
 // policies, naming them, and nothing changed. The rest of the DRA step (the driver publishing,
 // preparing and reporting through the same policies) shows they leave the agent's own work alone.
 func (x *tier3) draAttacks(ctx context.Context, t *testing.T) {
@@ -257,14 +257,19 @@ func (x *tier3) draAttacks(ctx context.Context, t *testing.T) {
 	})
 
 	sliceAPI := agent.ResourceV1().ResourceSlices()
+	// On its own node, devices in another node's pool (D11): that pool's slices would disagree
+	// and the other node's devices be blocked.
+	otherPool := slice("forged-memif-other-pool", names.DRADriver, cluster.NodeName)
+	otherPool.Spec.Pool.Name = t3OtherNode
 	for _, s := range []*resourcev1.ResourceSlice{
 		slice("forged-gpu-elsewhere", t3OtherDriver, t3OtherNode),
 		slice("forged-gpu-here", t3OtherDriver, cluster.NodeName),
 		slice("forged-memif-elsewhere", names.DRADriver, t3OtherNode),
+		otherPool,
 	} {
 		_, err := sliceAPI.Create(ctx, s, metav1.CreateOptions{})
-		what := "create slice of " + s.Spec.Driver + " on " + *s.Spec.NodeName
-		if refusedBy(t, what, err, t3SlicesPolicy, "not one of driver "+s.Spec.Driver+" on node "+*s.Spec.NodeName) {
+		what := "create slice of " + s.Spec.Driver + " on " + *s.Spec.NodeName + " in pool " + s.Spec.Pool.Name
+		if refusedBy(t, what, err, t3SlicesPolicy, "not one of driver "+s.Spec.Driver+" on node "+*s.Spec.NodeName+" in pool "+s.Spec.Pool.Name) {
 			x.logf("dra: compromised node: %s refused: %v", what, err)
 		}
 		if _, err := x.cs.ResourceV1().ResourceSlices().Get(ctx, s.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -286,5 +291,5 @@ func (x *tier3) draAttacks(ctx context.Context, t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	x.logf("dra: the compromised node's token could neither forge nor remove a claim's allocation, reservation or foreign device status, nor write or delete another driver's or node's slices")
+	x.logf("dra: the compromised node's token could neither forge nor remove a claim's allocation, reservation or foreign device status, nor write or delete another driver's or node's slices, nor publish in another node's pool")
 }

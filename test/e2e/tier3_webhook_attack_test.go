@@ -8,12 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/test/e2e/cluster"
 )
 
 // t3OtherNS is the namespace of a tenant who wants another namespace's link to fail.
@@ -92,4 +94,61 @@ func (x *tier3) whStatusPatches(ctx context.Context, t *testing.T, name string) 
 		t.Fatalf("a pods/status update of another label: %v", err)
 	}
 	x.logf("webhook: pods/status may still change other labels of %s", name)
+}
+
+// whBindings plays issue 32 item 7 (docs/security.md #38): the API server copies a Binding's
+// annotations into the pod it binds (and its labels with PodTopologyLabelsAdmission), with no pod
+// update the webhook would see. A pod no scheduler binds (schedulerName names none) is bound by
+// hand with a Binding that carries the annotation, another memifnet.io/ annotation or a link
+// label, through pods/binding and through the older bindings resource: each is refused by
+// bindings.validate.memifnet.io naming the field, and the pod stays unbound and unannotated. A
+// Binding without them (what a scheduler sends) binds it.
+func (x *tier3) whBindings(ctx context.Context, t *testing.T) {
+	const name = "wh-unbound"
+	x.kubectlIn(ctx, t, strings.Replace(plainPod(name), "spec:\n", "spec:\n  schedulerName: wh-nobody\n", 1), "apply", "-f", "-")
+	t.Cleanup(func() {
+		x.cs.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
+	})
+	binding := func(ann, lab map[string]string) *corev1.Binding {
+		return &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: ann, Labels: lab},
+			Target: corev1.ObjectReference{Kind: "Node", Name: cluster.NodeName}}
+	}
+	for _, b := range []struct {
+		legacy   bool
+		ann, lab map[string]string
+		want     string
+	}{
+		{false, map[string]string{names.PortsAnnotation: "east@wh-link"}, nil, "metadata.annotations[" + names.PortsAnnotation + "]: a Binding (pods/binding) cannot set"},
+		{true, map[string]string{names.PortsAnnotation: "east@wh-link"}, nil, "metadata.annotations[" + names.PortsAnnotation + "]: a Binding (pods/binding) cannot set"},
+		{false, map[string]string{"memifnet.io/other": "x"}, nil, "metadata.annotations[memifnet.io/other]"},
+		{false, nil, map[string]string{names.LinkLabelPrefix + "wh-link": "east"}, "metadata.labels[" + names.LinkLabelPrefix + "wh-link]"},
+	} {
+		var err error
+		if b.legacy {
+			err = x.cs.CoreV1().RESTClient().Post().Namespace("default").Resource("bindings").
+				Body(binding(b.ann, b.lab)).Do(ctx).Error()
+		} else {
+			err = x.cs.CoreV1().Pods("default").Bind(ctx, binding(b.ann, b.lab), metav1.CreateOptions{})
+		}
+		if err == nil || !strings.Contains(err.Error(), `admission webhook "bindings.validate.memifnet.io" denied the request: memifnet: `+b.want) {
+			t.Errorf("Binding of %s (legacy bindings resource %v) with annotations %v labels %v: %v, want a refusal naming %q", name, b.legacy, b.ann, b.lab, err, b.want)
+			continue
+		}
+		x.logf("webhook: Binding refused: %v", err)
+	}
+	p := x.pod(ctx, t, name)
+	_, annotated := p.Annotations[names.PortsAnnotation]
+	_, other := p.Annotations["memifnet.io/other"]
+	_, labelled := p.Labels[names.LinkLabelPrefix+"wh-link"]
+	if p.Spec.NodeName != "" || annotated || other || labelled {
+		t.Fatalf("%s after the refused Bindings: node %q annotations %v labels %v, want unbound and unannotated", name, p.Spec.NodeName, p.Annotations, p.Labels)
+	}
+	if err := x.cs.CoreV1().Pods("default").Bind(ctx, binding(map[string]string{"wh.example.com/by": "hand"}, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a Binding without memifnet's metadata: %v", err)
+	}
+	if p := x.pod(ctx, t, name); p.Spec.NodeName != cluster.NodeName || p.Annotations["wh.example.com/by"] != "hand" {
+		t.Fatalf("%s after a plain Binding: node %q annotations %v", name, p.Spec.NodeName, p.Annotations)
+	}
+	x.kubectl(ctx, t, "delete", "pod", name, "--wait=true", "--timeout=90s")
+	x.logf("webhook: a Binding without memifnet's metadata bound %s to %s", name, cluster.NodeName)
 }

@@ -189,6 +189,7 @@ func (x *tier3) webhook(ctx context.Context, t *testing.T) {
 	}
 	x.logf("webhook: annotation-only pods wh-rx, wh-tx (zero-copy client) got memifnet.io/socket: 1 and no pool unit, label %swh-link and a required pod affinity on kubernetes.io/hostname", names.LinkLabelPrefix)
 	x.whStatusPatches(ctx, t, "wh-rx")
+	x.whBindings(ctx, t)
 
 	// Refusals, each naming the field, at kubectl apply.
 	for _, r := range []struct{ name, pod, want string }{
@@ -238,7 +239,7 @@ func (x *tier3) webhook(ctx context.Context, t *testing.T) {
 	x.kubectlIn(ctx, t, plainPod("wh-plain-down"), "apply", "-f", "-")
 	x.running(ctx, t, "wh-plain-down")
 	msg := x.refused(ctx, t, "wh-down", annotationOnlyPod("wh-down", "east", "east@l"), `failed calling webhook "pods.mutate.memifnet.io"`)
-	x.logf("webhook: scaled to 0: wh-plain-down runs; an annotated pod is refused: %s", msg)
+	x.logf("webhook: scaled to 0: wh-plain-down runs (the scheduler's Binding is not sent to the webhook); an annotated pod is refused: %s", msg)
 	x.kubectl(ctx, t, "delete", "pod", "wh-plain-down", "wh-status-down", "--wait=true", "--timeout=90s")
 	x.logf("webhook: scaled to 0: the annotated pod wh-status-down was deleted (the kubelet's status updates do not wait for the webhook)")
 	x.kubectl(ctx, t, "-n", t3Namespace, "scale", t3WebhookDep, "--replicas=2")

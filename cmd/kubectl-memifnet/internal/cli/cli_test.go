@@ -2,9 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/memifnet/memifnet/cmd/kubectl-memifnet/internal/agentmetrics"
 	"github.com/memifnet/memifnet/cmd/kubectl-memifnet/internal/linkview"
@@ -102,4 +107,30 @@ func TestCleanHostileText(t *testing.T) {
 	if strings.ContainsRune(out.String(), 0x1b) {
 		t.Errorf("an escape reached the output: %q", out.String())
 	}
+}
+
+// TestPortsHostilePhase (security row 40): status.phase is free text to whoever may write
+// pods/status. `kubectl memifnet ports` of a pod whose phase holds escape sequences, a newline
+// (a forged second line) and a bidi override prints it escaped, on its one line; explain too
+// shows nothing raw.
+func TestPortsHostilePhase(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: map[string]string{"memifnet.io/ports": "east@l"}},
+		Status: corev1.PodStatus{Phase: "Running\x1b]0;pwned\a\x1b[2J\nPod ns/other (Running, node n1)\u202e"}}
+	run := func(cmd func(context.Context, *env, []string) error) string {
+		var out, errw bytes.Buffer
+		e := &env{cs: fake.NewClientset(pod), namespace: "ns", out: &out, errw: &errw}
+		if err := cmd(context.Background(), e, []string{"p"}); err != nil {
+			t.Fatal(err)
+		}
+		got := out.String() + errw.String()
+		if strings.ContainsAny(got, "\x1b\a\u202e") {
+			t.Errorf("the phase reached the terminal raw:\n%q", got)
+		}
+		return out.String()
+	}
+	first, _, _ := strings.Cut(run(runPorts), "\n")
+	if want := `Pod ns/p (Running\x1b]0;pwned\x07\x1b[2J\x0aPod ns/other (Running, node n1)\u202e, node -)`; first != want {
+		t.Errorf("ports: first line\n%s\nwant\n%s", first, want)
+	}
+	run(runExplain)
 }

@@ -48,9 +48,9 @@ func runExplain(ctx context.Context, e *env, args []string) error {
 			Findings  []explain.Finding `json:"findings"`
 		}{in.Pod.Namespace, in.Pod.Name, fs})
 	}
-	fmt.Fprintf(e.out, "Pod %s/%s:\n", in.Pod.Namespace, in.Pod.Name)
+	fmt.Fprintln(e.out, clean(fmt.Sprintf("Pod %s/%s:", in.Pod.Namespace, in.Pod.Name)))
 	for _, f := range fs {
-		fmt.Fprintf(e.out, "  %s: %s\n", f.Reason, clean(f.Message))
+		fmt.Fprintln(e.out, "  "+clean(f.Reason+": "+f.Message))
 	}
 	return nil
 }

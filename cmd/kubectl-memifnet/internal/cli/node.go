@@ -73,7 +73,7 @@ func (e *env) slices(ctx context.Context) ([]resourceapi.ResourceSlice, error) {
 }
 
 func printNode(e *env, rep nodeview.Report) error {
-	fmt.Fprintf(e.out, "Node %s\n", rep.Node)
+	fmt.Fprintln(e.out, "Node "+clean(rep.Node))
 	t := newTable(e.out)
 	t.row("RESOURCE", "CAPACITY", "ALLOCATABLE", "USED", "FREE", "UNHEALTHY")
 	for _, r := range rep.Resources {

@@ -88,7 +88,9 @@ func runPorts(ctx context.Context, e *env, args []string) error {
 		}
 		return writeJSON(e, v)
 	}
-	fmt.Fprintf(e.out, "Pod %s/%s (%s, node %s)\n", in.Pod.Namespace, in.Pod.Name, in.Pod.Status.Phase, dash(in.Pod.Spec.NodeName))
+	// status.phase is free text to whoever may write pods/status (no enum is enforced): cleaned
+	// like every other string from the cluster.
+	fmt.Fprintln(e.out, clean(fmt.Sprintf("Pod %s/%s (%s, node %s)", in.Pod.Namespace, in.Pod.Name, in.Pod.Status.Phase, dash(in.Pod.Spec.NodeName))))
 	if annErr != nil {
 		fmt.Fprintf(e.out, "Annotation: %s\n", clean(annErr.Error()))
 	}

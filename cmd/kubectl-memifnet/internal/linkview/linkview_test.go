@@ -161,3 +161,25 @@ func TestLinksDRA(t *testing.T) {
 		t.Errorf("a GPU claim became %+v", ls)
 	}
 }
+
+// A DRA claim whose free-text link is named like a memif-cni link of its namespace (security
+// row 39): two rows, each with its own two ends and status; neither is a Conflict or
+// borrows the other's pods.
+func TestLinksDRAAndCNIOfOneName(t *testing.T) {
+	c := draClaim() // link "dl"
+	pods := []corev1.Pod{claimPod("rx", "east", "n1", true), claimPod("tx", "west", "n1", true),
+		pod("a", "east@dl", "n2", corev1.PodRunning, true, 2), pod("b", "west@dl", "n2", corev1.PodRunning, true, 3)}
+	ls := Links(pods, []resourceapi.ResourceClaim{c})
+	if len(ls) != 2 {
+		t.Fatalf("links %+v, want the DRA link and memif-cni's", ls)
+	}
+	for _, l := range ls {
+		want, ok := map[string][2]string{"c1": {"rx", "tx"}, "": {"a", "b"}}[l.Claim]
+		if !ok {
+			t.Fatalf("link of claim %q: %+v", l.Claim, l)
+		}
+		if l.Name != "dl" || l.Status != StatusWired || len(l.Ends) != 2 || l.Ends[0].Pod != want[0] || l.Ends[1].Pod != want[1] {
+			t.Errorf("link %+v, want link dl wired between %v", l, want)
+		}
+	}
+}

@@ -58,7 +58,13 @@ type NetConf struct {
 	KubeletDir string `json:"kubeletDir,omitempty"`
 	// DeviceInfoDir holds the NPWG device-info files; the plugin writes under cni/.
 	DeviceInfoDir string `json:"deviceInfoDir,omitempty"`
-	// KubeletURL is the kubelet's HTTPS endpoint for the Pods API; "none" disables it.
+	// InsecureKubeletPodsAPI turns on the lookup of the pod's annotations in the kubelet's Pods
+	// API (GET <kubeletURL>/pods): anonymous, the kubelet's certificate not verified, so it works
+	// only where kubelet authentication is off, which no hardened cluster allows. Off by
+	// default; Parse then sets KubeletURL to "none".
+	InsecureKubeletPodsAPI bool `json:"insecureKubeletPodsAPI,omitempty"`
+	// KubeletURL is the kubelet's HTTPS endpoint for the Pods API, with InsecureKubeletPodsAPI
+	// only (default DefaultKubeletURL); "none" without it.
 	KubeletURL string `json:"kubeletURL,omitempty"`
 	// Kubeconfig lets the plugin ask the API server for the pod (the Multus case).
 	Kubeconfig string `json:"kubeconfig,omitempty"`
@@ -132,13 +138,11 @@ func Parse(data []byte, strict bool) (*NetConf, error) {
 	if c.DeviceInfoDir == "" {
 		c.DeviceInfoDir = DefaultDevInfoDir
 	}
-	if c.KubeletURL == "" {
-		c.KubeletURL = DefaultKubeletURL
-	}
 	if c.TimeoutSeconds == 0 {
 		c.TimeoutSeconds = 10
 	}
 	var errs []string
+	errs = append(errs, c.kubeletPodsAPI(strict)...)
 	errs = append(errs, c.LinkLimits.resolve()...)
 	for _, p := range []struct{ field, path string }{
 		{"stateDir", c.StateDir}, {"kubeletDir", c.KubeletDir}, {"deviceInfoDir", c.DeviceInfoDir},
@@ -150,9 +154,6 @@ func Parse(data []byte, strict bool) (*NetConf, error) {
 	if c.Kubeconfig != "" && !filepath.IsAbs(c.Kubeconfig) {
 		errs = append(errs, fmt.Sprintf("field \"kubeconfig\": %q must be an absolute path", c.Kubeconfig))
 	}
-	if c.KubeletURL != "none" && !strings.HasPrefix(c.KubeletURL, "https://") && !strings.HasPrefix(c.KubeletURL, "http://") {
-		errs = append(errs, fmt.Sprintf("field \"kubeletURL\": %q must be an http(s) URL or \"none\"", c.KubeletURL))
-	}
 	if c.TimeoutSeconds < 0 || c.TimeoutSeconds > 300 {
 		errs = append(errs, fmt.Sprintf("field \"timeoutSeconds\": %d must be 1..300", c.TimeoutSeconds))
 	}
@@ -160,6 +161,25 @@ func Parse(data []byte, strict bool) (*NetConf, error) {
 		return nil, Error("%s", strings.Join(errs, "; "))
 	}
 	return c, nil
+}
+
+// kubeletPodsAPI resolves KubeletURL: "none" unless InsecureKubeletPodsAPI opts in. A URL set
+// without the opt-in is an error on ADD and CHECK (strict), naming both keys; DEL, which needs no
+// annotations, ignores it so that a pod set up under an older config can still be deleted.
+func (c *NetConf) kubeletPodsAPI(strict bool) []string {
+	switch {
+	case !c.InsecureKubeletPodsAPI && c.KubeletURL != "" && c.KubeletURL != "none" && strict:
+		return []string{fmt.Sprintf(`field "kubeletURL": %q is set, but the kubelet Pods API is off: it is asked anonymously without verifying the kubelet's certificate, and works only where kubelet authentication is off; set "insecureKubeletPodsAPI": true to use it, or remove "kubeletURL" (give "kubeconfig" instead)`, c.KubeletURL)}
+	case !c.InsecureKubeletPodsAPI:
+		c.KubeletURL = "none"
+	case c.KubeletURL == "none":
+		return []string{`field "kubeletURL": "none" contradicts "insecureKubeletPodsAPI": true`}
+	case c.KubeletURL == "":
+		c.KubeletURL = DefaultKubeletURL
+	case !strings.HasPrefix(c.KubeletURL, "https://") && !strings.HasPrefix(c.KubeletURL, "http://"):
+		return []string{fmt.Sprintf(`field "kubeletURL": %q must be an http(s) URL`, c.KubeletURL)}
+	}
+	return nil
 }
 
 // resolve folds bytes into size, fills unset limits from linkdir.DefaultLimits and checks them

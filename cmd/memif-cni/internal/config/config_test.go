@@ -100,3 +100,33 @@ func TestParseLinkLimits(t *testing.T) {
 		t.Errorf("lenient (DEL) parse must accept unknown keys in linkLimits: %v", err)
 	}
 }
+
+// The kubelet Pods API (anonymous, certificate unverified) is opt-in (security row 41): off by
+// default; a kubeletURL without the opt-in is refused on ADD and CHECK naming both keys, and
+// ignored on DEL; the opt-in takes the default URL or a given one.
+func TestParseKubeletPodsAPIOptIn(t *testing.T) {
+	const head = `{"cniVersion":"1.1.0","name":"n","type":"memif-cni"`
+	for _, tc := range []struct {
+		conf   string
+		strict bool
+		url    string // "" if refused
+		errHas string
+	}{
+		{head + `}`, true, "none", ""},
+		{head + `,"kubeletURL":"none"}`, true, "none", ""},
+		{head + `,"kubeletURL":"https://127.0.0.1:10250"}`, true, "", `field "kubeletURL": "https://127.0.0.1:10250" is set, but the kubelet Pods API is off`},
+		{head + `,"kubeletURL":"https://127.0.0.1:10250"}`, false, "none", ""},
+		{head + `,"insecureKubeletPodsAPI":true}`, true, DefaultKubeletURL, ""},
+		{head + `,"insecureKubeletPodsAPI":true,"kubeletURL":"https://10.0.0.1:10250"}`, true, "https://10.0.0.1:10250", ""},
+		{head + `,"insecureKubeletPodsAPI":true,"kubeletURL":"none"}`, true, "", `"none" contradicts "insecureKubeletPodsAPI": true`},
+		{head + `,"insecureKubeletPodsAPI":true,"kubeletURL":"ftp://x"}`, true, "", `"ftp://x" must be an http(s) URL`},
+	} {
+		c, err := Parse([]byte(tc.conf), tc.strict)
+		switch {
+		case tc.url == "" && (err == nil || !strings.Contains(err.Error(), tc.errHas)):
+			t.Errorf("%s (strict %v): %v, want an error saying %q", tc.conf, tc.strict, err, tc.errHas)
+		case tc.url != "" && (err != nil || c.KubeletURL != tc.url):
+			t.Errorf("%s (strict %v): %+v %v, want kubeletURL %q", tc.conf, tc.strict, c, err, tc.url)
+		}
+	}
+}

@@ -39,9 +39,11 @@ type Options struct {
 	// RuntimeAnnotations is runtimeConfig's io.kubernetes.cri.pod-annotations; nil if the runtime
 	// did not pass the capability.
 	RuntimeAnnotations map[string]string
-	KubeletURL         string // "none" or "" to skip
-	Kubeconfig         string // "" to skip
-	Timeout            time.Duration
+	// KubeletURL is the kubelet's Pods API, asked only when the network config opts in
+	// (insecureKubeletPodsAPI); "none" or "" to skip.
+	KubeletURL string
+	Kubeconfig string // "" to skip
+	Timeout    time.Duration
 }
 
 // ErrNotFound means no source could be asked or none knew the pod.
@@ -67,6 +69,9 @@ func Annotations(ctx context.Context, pod Pod, o Options) (map[string]string, So
 			return a.Annotations, Source(a.Source), nil
 		}
 		tried = a.Tried
+	}
+	if q.KubeletURL == "" {
+		tried = append(tried, `kubelet Pods API: off ("insecureKubeletPodsAPI" not set)`)
 	}
 	if q.Kubeconfig == "" {
 		tried = append(tried, "API server: no kubeconfig in the network config")

@@ -33,7 +33,7 @@ func portMetrics(t *testing.T, stateDir string, scrape func() string) {
 	for _, want := range []string{
 		`memifnet_port_up{link="l1",namespace="ns",pod="east",port="p0"} 1`,
 		`memifnet_port_rx_packets_total{link="l1",namespace="ns",pod="east",port="p0"} 42`,
-		`memifnet_link_up{link="l1",namespace="ns"} 0`, // one end only
+		`memifnet_link_up{claim="",link="l1",namespace="ns"} 0`, // one end only
 	} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("metrics lack %q:\n%s", want, body)

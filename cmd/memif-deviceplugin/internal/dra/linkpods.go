@@ -12,7 +12,7 @@ func (d *Driver) Ports() []portmetrics.Port {
 			if dev.Kind != KindSocket || dev.Status == nil || !c.Prepared {
 				continue
 			}
-			out = append(out, portmetrics.Port{Namespace: c.Namespace, Port: dev.Status.Port, Link: dev.Status.Link, Slot: dev.Name})
+			out = append(out, portmetrics.Port{Namespace: c.Namespace, Port: dev.Status.Port, Link: dev.Status.Link, Claim: c.Name, Slot: dev.Name})
 		}
 	}
 	return out

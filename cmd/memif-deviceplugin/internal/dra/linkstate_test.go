@@ -89,7 +89,8 @@ func TestLinkReadyCondition(t *testing.T) {
 }
 
 // TestPorts: the per-port metrics get every prepared socket device with its claim's
-// namespace, port and link, in its slot.
+// namespace, name, port and link, in its slot (the claim keys a DRA link apart from memif-cni's
+// link of the same name: security row 39).
 func TestPorts(t *testing.T) {
 	e := newEnv(t)
 	d := e.deviceState(t)
@@ -100,7 +101,8 @@ func TestPorts(t *testing.T) {
 	}
 	got := p.Ports()
 	if len(got) != 2 || got[0].Namespace != "ns1" || got[0].Port != "east" || got[0].Slot != "dra-slot-000" ||
-		got[1].Port != "west" || got[1].Slot != "dra-slot-001" || got[0].Link == "" || got[0].Link != got[1].Link {
+		got[1].Port != "west" || got[1].Slot != "dra-slot-001" || got[0].Link == "" || got[0].Link != got[1].Link ||
+		got[0].Claim != c.Name || got[1].Claim != c.Name {
 		t.Fatalf("ports %+v", got)
 	}
 }

@@ -24,7 +24,8 @@ const MinInterval = time.Second
 //	memifnet_port_{rx,tx}_{packets,bytes}_total
 //	memifnet_port_drops_total, memifnet_port_bad_descriptors_total   direction="rx" or "tx"
 //	memifnet_port_ring_full_total, memifnet_port_rx_no_buffers_total
-//	memifnet_link_up{namespace,link}        1 while both ends of a pod-to-pod link are up
+//	memifnet_link_up{namespace,link,claim}  1 while both ends of a pod-to-pod link are up
+//	                                        (claim: the DRA claim of a DRA link, "" for memif-cni's)
 //	memifnet_port_status_errors_total{reason}  status files that gave no status
 //
 // The numbers are what the pod's application wrote: a pod can lie about its own port, never
@@ -69,7 +70,7 @@ var (
 	badDescsDesc    = desc("bad_descriptors_total", "Descriptors from the peer that failed validation.", "direction")
 	ringFullDesc    = desc("ring_full_total", "Transmit bursts cut short by a full ring (zero-copy: or an empty pool).")
 	rxNoBufDesc     = desc("rx_no_buffers_total", "Receive ring refills short of pool buffers (zero-copy).")
-	linkUpDesc      = prometheus.NewDesc("memifnet_link_up", "Whether both ends of a pod-to-pod link on this node are up (1) or not (0).", []string{"namespace", "link"}, nil)
+	linkUpDesc      = prometheus.NewDesc("memifnet_link_up", "Whether both ends of a pod-to-pod link on this node are up (1) or not (0); claim is the DRA claim of a DRA link, empty for a memif-cni link.", []string{"namespace", "link", "claim"}, nil)
 	allDescs        = []*prometheus.Desc{upDesc, transitionsDesc, lastDownDesc, rxPacketsDesc, rxBytesDesc, txPacketsDesc,
 		txBytesDesc, dropsDesc, badDescsDesc, ringFullDesc, rxNoBufDesc, linkUpDesc}
 )
@@ -90,7 +91,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for key, up := range links(c.Readings()) {
-		ch <- prometheus.MustNewConstMetric(linkUpDesc, prometheus.GaugeValue, bool01(up), key.namespace, key.link)
+		ch <- prometheus.MustNewConstMetric(linkUpDesc, prometheus.GaugeValue, bool01(up), key.namespace, key.link, key.claim)
 	}
 	c.errors.Collect(ch)
 }
@@ -158,7 +159,9 @@ func collectPort(ch chan<- prometheus.Metric, r Reading) {
 	counter(rxNoBufDesc, s.Rx.RingFull)
 }
 
-type linkKey struct{ namespace, link string }
+// linkKey names a link: memif-cni's by namespace and link name, a DRA link by its claim too (its
+// free-text link name may be anything, a memif-cni link's name or another claim's).
+type linkKey struct{ namespace, claim, link string }
 
 // links is the state of every pod-to-pod link: up when it has two ends and both are up.
 func links(rs []Reading) map[linkKey]bool {
@@ -167,7 +170,7 @@ func links(rs []Reading) map[linkKey]bool {
 		if r.Link == "" {
 			continue
 		}
-		k := linkKey{r.Namespace, r.Link}
+		k := linkKey{r.Namespace, r.Claim, r.Link}
 		ends[k] = append(ends[k], r.Up())
 	}
 	out := map[linkKey]bool{}

@@ -90,9 +90,9 @@ func TestLinkPair(t *testing.T) {
 	n.write("slot-000", status("p0", portstatus.StateUp, 10))
 	n.write("slot-001", status("p0", portstatus.StateUp, 7))
 	want := `
-# HELP memifnet_link_up Whether both ends of a pod-to-pod link on this node are up (1) or not (0).
+# HELP memifnet_link_up Whether both ends of a pod-to-pod link on this node are up (1) or not (0); claim is the DRA claim of a DRA link, empty for a memif-cni link.
 # TYPE memifnet_link_up gauge
-memifnet_link_up{link="l1",namespace="ns"} 1
+memifnet_link_up{claim="",link="l1",namespace="ns"} 1
 # HELP memifnet_port_rx_packets_total Packets received.
 # TYPE memifnet_port_rx_packets_total counter
 memifnet_port_rx_packets_total{link="l1",namespace="ns",pod="east",port="p0"} 10
@@ -114,9 +114,9 @@ memifnet_port_ring_full_total{link="l1",namespace="ns",pod="west",port="p0"} 3
 	n.write("slot-001", down)
 	now = now.Add(MinInterval)
 	want = `
-# HELP memifnet_link_up Whether both ends of a pod-to-pod link on this node are up (1) or not (0).
+# HELP memifnet_link_up Whether both ends of a pod-to-pod link on this node are up (1) or not (0); claim is the DRA claim of a DRA link, empty for a memif-cni link.
 # TYPE memifnet_link_up gauge
-memifnet_link_up{link="l1",namespace="ns"} 0
+memifnet_link_up{claim="",link="l1",namespace="ns"} 0
 # HELP memifnet_port_last_disconnect_info Why the link last went down (reason from a fixed set); absent until it has.
 # TYPE memifnet_port_last_disconnect_info gauge
 memifnet_port_last_disconnect_info{link="l1",namespace="ns",pod="west",port="p0",reason="peer"} 1
@@ -155,5 +155,37 @@ func TestScrapeFloodReadsOnce(t *testing.T) {
 	now = now.Add(time.Millisecond)
 	if got := c.Readings()[0].Status.Rx.Packets; got != 2 {
 		t.Fatalf("not re-read after MinInterval: rx packets %d", got)
+	}
+}
+
+// TestLinkKindsKeyedApart (security row 39): a DRA claim's "link" parameter is free text, so a
+// tenant names it after a memif-cni link of its namespace (or another claim's link). Both kinds
+// in one namespace under one name, and a second claim with that name too: each link is keyed
+// and reported on its own (claim label), the memif-cni link that is up stays 1, and no series is
+// reported twice.
+func TestLinkKindsKeyedApart(t *testing.T) {
+	n := newNode(t, "slot-000", "slot-001", "dra-slot-000", "dra-slot-001", "dra-slot-002", "dra-slot-003")
+	now := start.Add(time.Second)
+	ps := append(append([]Port(nil), pair...),
+		Port{Namespace: "ns", Pod: "a", Port: "east", Link: "l1", Claim: "forger", Slot: "dra-slot-000"},
+		Port{Namespace: "ns", Pod: "b", Port: "west", Link: "l1", Claim: "forger", Slot: "dra-slot-001"},
+		Port{Namespace: "ns", Pod: "c", Port: "east", Link: "l1", Claim: "other", Slot: "dra-slot-002"},
+		Port{Namespace: "ns", Pod: "d", Port: "west", Link: "l1", Claim: "other", Slot: "dra-slot-003"})
+	_, reg := collector(n, ps, &now)
+	n.write("slot-000", status("p0", portstatus.StateUp, 10))
+	n.write("slot-001", status("p0", portstatus.StateUp, 7))
+	n.write("dra-slot-000", status("east", portstatus.StateDown, 0))
+	n.write("dra-slot-001", status("west", portstatus.StateDown, 0))
+	n.write("dra-slot-002", status("east", portstatus.StateUp, 1))
+	n.write("dra-slot-003", status("west", portstatus.StateUp, 1))
+	want := `
+# HELP memifnet_link_up Whether both ends of a pod-to-pod link on this node are up (1) or not (0); claim is the DRA claim of a DRA link, empty for a memif-cni link.
+# TYPE memifnet_link_up gauge
+memifnet_link_up{claim="",link="l1",namespace="ns"} 1
+memifnet_link_up{claim="forger",link="l1",namespace="ns"} 0
+memifnet_link_up{claim="other",link="l1",namespace="ns"} 1
+`
+	if err := promtest.GatherAndCompare(reg, strings.NewReader(want), "memifnet_link_up"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -24,7 +24,11 @@ type Port struct {
 	Pod       string
 	Port      string
 	Link      string // "" for a host port
-	Slot      string // the slot's directory under <state>/sockets
+	// Claim is the DRA claim whose link (or host port) this is; "" for memif-cni's ports. A DRA
+	// link is its claim (both ends are its devices), whatever free text its "link" parameter
+	// holds, so it never shares a key with memif-cni's link of that name, nor with another claim.
+	Claim string
+	Slot  string // the slot's directory under <state>/sockets
 }
 
 // Source lists the ports in use on the node.

@@ -1,7 +1,8 @@
 // Package admission serves the admission.k8s.io/v1 AdmissionReview endpoints of the webhook: the
 // mutating one turns a pod's memifnet.io/ports annotation into a socket limit, labels and affinity
 // (podpolicy.Mutate), the validating one checks the pod as it will be stored (podpolicy.Validate,
-// ValidateUpdate; updates through pods/status too). A refusal goes back to the pod's author (kubectl prints it) naming the field.
+// ValidateUpdate; updates through pods/status too; pods/binding requests that carry memifnet's
+// metadata, which the API server copies into the pod, podpolicy.ValidateBinding). A refusal goes back to the pod's author (kubectl prints it) naming the field.
 package admission
 
 import (
@@ -113,6 +114,13 @@ func isPodStatus(req *admissionv1.AdmissionRequest) bool {
 	return req.Resource.Group == "" && req.Resource.Resource == "pods" && req.SubResource == "status"
 }
 
+// isPodBinding is a Binding, through pods/binding or the older bindings resource: the API server
+// copies its annotations (and, with PodTopologyLabelsAdmission, its labels) into the pod it binds.
+func isPodBinding(req *admissionv1.AdmissionRequest) bool {
+	return req.Resource.Group == "" && (req.Resource.Resource == "pods" && req.SubResource == "binding" ||
+		req.Resource.Resource == "bindings" && req.SubResource == "")
+}
+
 func (h *Handler) mutate(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	if !isPods(req) || req.Operation != admissionv1.Create {
 		return allow()
@@ -147,6 +155,9 @@ func (h *Handler) mutate(ctx context.Context, req *admissionv1.AdmissionRequest)
 }
 
 func (h *Handler) validate(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	if isPodBinding(req) {
+		return h.validateBinding(req)
+	}
 	status := isPodStatus(req)
 	if !isPods(req) && !status {
 		return allow()
@@ -168,6 +179,20 @@ func (h *Handler) validate(_ context.Context, req *admissionv1.AdmissionRequest)
 		}
 	}
 	if err != nil {
+		return h.deny(req, err)
+	}
+	return allow()
+}
+
+func (h *Handler) validateBinding(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	if req.Operation != admissionv1.Create {
+		return allow()
+	}
+	var b corev1.Binding
+	if err := json.Unmarshal(req.Object.Raw, &b); err != nil {
+		return h.deny(req, fmt.Errorf("decoding the binding: %w", err))
+	}
+	if err := podpolicy.ValidateBinding(b.Annotations, b.Labels); err != nil {
 		return h.deny(req, err)
 	}
 	return allow()

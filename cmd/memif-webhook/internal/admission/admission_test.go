@@ -180,9 +180,75 @@ func TestValidateStatusUpdates(t *testing.T) {
 	if resp := reviewSub(t, s, ValidatePath, admissionv1.Update, "status", kubelet, old); !resp.Allowed {
 		t.Fatalf("a status-only update: %+v", resp.Result)
 	}
-	// Other subresources (binding, eviction, ...) are not the webhook's.
-	if resp := reviewSub(t, s, ValidatePath, admissionv1.Create, "binding", changed, nil); !resp.Allowed {
-		t.Fatalf("binding: %+v", resp.Result)
+	// Other subresources (eviction, ...) are not the webhook's; pods/binding is
+	// (TestValidateBindings).
+	if resp := reviewSub(t, s, ValidatePath, admissionv1.Create, "eviction", changed, nil); !resp.Allowed {
+		t.Fatalf("eviction: %+v", resp.Result)
+	}
+}
+
+// reviewBinding sends a CREATE of a Binding of pod ns/p carrying the annotations and labels,
+// through pods/binding, or through bindings if legacy.
+func reviewBinding(t *testing.T, s *httptest.Server, legacy bool, annotations, labels map[string]string) *admissionv1.AdmissionResponse {
+	t.Helper()
+	b := &corev1.Binding{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Binding"},
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: annotations, Labels: labels},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: "n1"}}
+	raw, _ := json.Marshal(b)
+	req := &admissionv1.AdmissionRequest{
+		UID: "uid-1", Operation: admissionv1.Create, Namespace: "ns", Name: "p",
+		Kind:     metav1.GroupVersionKind{Version: "v1", Kind: "Binding"},
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, SubResource: "binding",
+		Object: runtime.RawExtension{Raw: raw},
+	}
+	if legacy {
+		req.Resource.Resource, req.SubResource = "bindings", ""
+	}
+	body, _ := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: req})
+	resp, err := http.Post(s.URL+ValidatePath, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out admissionv1.AdmissionReview
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || out.Response == nil || out.Response.UID != "uid-1" {
+		t.Fatalf("binding review: %d %v %+v", resp.StatusCode, err, out.Response)
+	}
+	return out.Response
+}
+
+// A Binding's annotations are copied into the pod by the API server (and its labels with
+// PodTopologyLabelsAdmission), past any pod UPDATE (security row 38): one that carries the
+// annotation, another memifnet.io/ annotation or a link label is refused naming it; the
+// scheduler's (none of them, or other annotations) passes. The same through the older bindings
+// resource.
+func TestValidateBindings(t *testing.T) {
+	s := server(t)
+	for _, legacy := range []bool{false, true} {
+		testValidateBindings(t, s, legacy)
+	}
+}
+
+func testValidateBindings(t *testing.T, s *httptest.Server, legacy bool) {
+	for _, c := range []struct {
+		ann, lab map[string]string
+		want     string
+	}{
+		{map[string]string{names.PortsAnnotation: "east@victim-link"}, nil, "metadata.annotations[memifnet.io/ports]: a Binding (pods/binding) cannot set"},
+		{map[string]string{names.PortsAnnotation: ""}, nil, "metadata.annotations[memifnet.io/ports]"},
+		{map[string]string{"memifnet.io/other": "x", "a": "b"}, nil, "metadata.annotations[memifnet.io/other]"},
+		{nil, map[string]string{"link.memifnet.io/victim-link": "east"}, "metadata.labels[link.memifnet.io/victim-link]: a Binding (pods/binding) cannot set"},
+	} {
+		resp := reviewBinding(t, s, legacy, c.ann, c.lab)
+		if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusForbidden || !strings.Contains(resp.Result.Message, "memifnet: "+c.want) {
+			t.Errorf("binding (legacy %v) with annotations %v labels %v: %+v, want a refusal naming %q", legacy, c.ann, c.lab, resp.Result, c.want)
+		}
+	}
+	for _, ok := range []map[string]string{nil, {"scheduler.example.com/why": "fit", "x.memifnet.io.example/y": "z"}} {
+		if resp := reviewBinding(t, s, legacy, ok, map[string]string{"topology.kubernetes.io/zone": "a"}); !resp.Allowed {
+			t.Errorf("binding (legacy %v) with annotations %v: %+v", legacy, ok, resp.Result)
+		}
 	}
 }
 
