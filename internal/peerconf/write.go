@@ -134,8 +134,8 @@ func WriteHost(desc string, pod portspec.PortSpec, h Host) error {
 // another pod) must not take the live port's host side (docs/security.md row 34), while it still
 // takes its own stale one. A description without an owner (written before descriptions named one)
 // is removed only when slotIsOwners: the caller's own record of the slot (memif-cni's slot claim,
-// the DRA driver's prepared claims) says the slot is still owner's. Files without a description
-// (a write that stopped before it) are removed. Call it under the lock its writer holds.
+// the DRA driver's prepared claims) says the slot is still owner's; so are files without a
+// description (a write that stopped before it). Call it under the lock its writer holds.
 func RemoveHost(desc string, owner Owner, slotIsOwners bool) error {
 	d, err := safefs.Open(filepath.Dir(desc))
 	if errors.Is(err, os.ErrNotExist) {
@@ -158,6 +158,8 @@ func RemoveHost(desc string, owner Owner, slotIsOwners bool) error {
 		}
 	case !errors.Is(err, os.ErrNotExist):
 		return err
+	case !slotIsOwners:
+		return nil // no description: nothing says whose the files are
 	}
 	if err := d.Remove(name); err != nil {
 		return err

@@ -175,8 +175,8 @@ func TestWriteHost(t *testing.T) {
 // TestRemoveHostOnlyByItsOwner (docs/security.md row 34): the undo of another attachment (an old
 // sandbox of the pod, a pod that had the slot before) leaves the live owner's host side whole,
 // with ErrNotOwner, even when it believes the slot is its own; a description written before
-// descriptions named their owner is removed only by one whose records say the slot is its own,
-// and files a stopped write left without a description are removed.
+// descriptions named their owner, and files a stopped write left without a description, are
+// removed only by one whose records say the slot is its own.
 func TestRemoveHostOnlyByItsOwner(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "host-ports")
 	desc := filepath.Join(dir, "slot-003.json")
@@ -216,7 +216,10 @@ func TestRemoveHostOnlyByItsOwner(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "slot-003.vpp.cli"), []byte("x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := RemoveHost(desc, live.Owner, false); err != nil || len(listDir(t, dir)) != 0 {
+	if err := RemoveHost(desc, live.Owner, false); err != nil || len(listDir(t, dir)) != 1 {
+		t.Fatalf("RemoveHost without a description, slot not the caller's: %v, left %v", err, listDir(t, dir))
+	}
+	if err := RemoveHost(desc, live.Owner, true); err != nil || len(listDir(t, dir)) != 0 {
 		t.Fatalf("RemoveHost without a description: %v, left %v", err, listDir(t, dir))
 	}
 }
