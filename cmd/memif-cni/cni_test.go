@@ -20,6 +20,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/memifnet/memifnet/internal/peerconf"
 	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/pkg/alloc"
 	"github.com/memifnet/memifnet/pkg/memif"
@@ -161,18 +162,20 @@ func TestLinkTwoPodsExchangeTraffic(t *testing.T) {
 
 func TestHostPortAndRoles(t *testing.T) {
 	n := newNode(t, 3)
-	p := n.newPod(`[{"name":"up","peer":"host","id":2},{"name":"srv","peer":"host","role":"server","mode":"ip"}]`, "slot-002", "slot-001")
+	p := n.newPod(`[{"name":"up","peer":"host","id":2,"zeroCopy":true},{"name":"cl","peer":"host","role":"client","mode":"ip"}]`, "slot-002", "slot-001")
 	r := n.mustAdd(p)
 	if len(r.Interfaces) != 2 || r.Interfaces[0].SocketPath != "/run/memifnet/slot-001/memif.sock" || r.Interfaces[1].SocketPath != "/run/memifnet/slot-002/memif.sock" {
 		t.Fatalf("ports must map to slots in sorted order: %+v %+v", r.Interfaces[0], r.Interfaces[1])
 	}
-	up, srv := n.hostSpec("slot-001"), n.hostSpec("slot-002")
-	if up.Role != "client" || up.ID != 2 || srv.Role != "server" || srv.Mode != "ip" || srv.MAC != "" {
-		t.Fatalf("specs %+v %+v", up, srv)
+	up, cl := n.hostSpec("slot-001"), n.hostSpec("slot-002")
+	if up.Role != "client" || up.ID != 2 || !up.ZeroCopy || cl.Role != "client" || cl.Mode != "ip" || cl.MAC != "" {
+		t.Fatalf("specs %+v %+v", up, cl)
 	}
-	var hp struct{ Socket, Role string }
+	// The host's end is always the server in copy mode, and names the attachment it belongs to.
+	var hp peerconf.HostPort
 	b, err := os.ReadFile(filepath.Join(n.stateDir, "state", "host-ports", "slot-001.json"))
-	if err != nil || json.Unmarshal(b, &hp) != nil || hp.Role != "server" || hp.Socket != filepath.Join(n.slotDir("slot-001"), "memif.sock") {
+	if err != nil || json.Unmarshal(b, &hp) != nil || hp.Role != "server" || hp.Socket != filepath.Join(n.slotDir("slot-001"), "memif.sock") ||
+		hp.Owner != (peerconf.Owner{ContainerID: p.ContainerID, IfName: "net1", PodUID: p.UID}) {
 		t.Fatalf("host port description: %s %v", b, err)
 	}
 	// The ready configs (internal/peerconf): each side's beside its port.json / description;
@@ -181,10 +184,10 @@ func TestHostPortAndRoles(t *testing.T) {
 	for f, want := range map[string]string{
 		filepath.Join(n.slotDir("slot-001"), "dpdk.args"):     "--vdev=net_memif10001,role=client,id=2,socket=/run/memifnet/slot-001/memif.sock,",
 		filepath.Join(n.slotDir("slot-001"), "port.env"):      "\nMEMIF_SOCKET=/run/memifnet/slot-001/memif.sock\n",
-		filepath.Join(n.slotDir("slot-002"), "vpp.cli"):       "create interface memif id 0 socket-id 10002 ring-size 1024 buffer-size 2048 master rx-queues 1 tx-queues 1 mode ip\n",
+		filepath.Join(n.slotDir("slot-002"), "vpp.cli"):       "create interface memif id 0 socket-id 10002 ring-size 1024 buffer-size 2048 slave rx-queues 1 tx-queues 1 mode ip no-zero-copy\n",
 		filepath.Join(hostPorts, "slot-001.dpdk.args"):        "--vdev=net_memif10001,role=server,id=2,socket=" + filepath.Join(n.slotDir("slot-001"), "memif.sock") + ",",
 		filepath.Join(hostPorts, "slot-001.env"):              "\nMEMIF_POD=" + p.Namespace + "/" + p.Name + "\n",
-		filepath.Join(hostPorts, "slot-002.vpp.cli"):          " slave rx-queues 1 tx-queues 1 mode ip no-zero-copy\n",
+		filepath.Join(hostPorts, "slot-002.vpp.cli"):          " master rx-queues 1 tx-queues 1 mode ip\n",
 		filepath.Join(hostPorts, "slot-002.dpdk.app-args"):    "",
 		filepath.Join(n.slotDir("slot-002"), "dpdk.app-args"): "",
 	} {
@@ -232,6 +235,8 @@ func TestBadInputErrors(t *testing.T) {
 		// memif-webhook pins {ordinal} at admission; memif-cni never resolves one from labels.
 		{"unresolved ordinal", `east@ab-{ordinal}`, nil, 7, `field "link": "ab-{ordinal}": {ordinal} is resolved from the pod's label apps.kubernetes.io/pod-index by memif-webhook`},
 		{"too few slots", `a@l1,b@l2,c`, nil, 101, `resources.limits["memifnet.io/socket"] to 3`},
+		// A pod never chooses the node's side of its host port (docs/security.md row 32).
+		{"host port serves", `[{"name":"up","peer":"host","role":"server","zeroCopy":true}]`, nil, 7, `port 0 (up): field "role": "server" on a host port: the node's data plane is always the server`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n.extra = tc.extra

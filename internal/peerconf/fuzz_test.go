@@ -56,7 +56,48 @@ func FuzzGenerate(f *testing.F) {
 		if env["MEMIF_SOCKET"] != socket || env["MEMIF_SECRET"] != secret || env["MEMIF_ROLE"] != p.Role {
 			t.Fatalf("port.env reads back socket %q secret %q role %q", env["MEMIF_SOCKET"], env["MEMIF_SECRET"], env["MEMIF_ROLE"])
 		}
+		fuzzHostSide(t, p, slot)
 	})
+}
+
+// fuzzHostSide: the same port as a host port. Its host side is the server in copy mode whatever
+// the pod's end asked (a serving pod end gets none), and every file is what its reader takes.
+func fuzzHostSide(t *testing.T, p portspec.PortSpec, slot string) {
+	p.Link, p.Peer = "", portspec.PeerHost
+	h, err := HostSide(p, Host{Socket: p.Socket, Slot: slot, Pod: "ns/pod"})
+	if p.Role != portspec.RoleClient {
+		if err == nil {
+			t.Fatalf("HostSide of a serving pod end: %+v", h.Spec)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := Generate(h)
+	if err != nil {
+		if !hasControl(p.Socket + p.Secret + slot) {
+			t.Fatalf("Generate of the host side failed without a control character: %v", err)
+		}
+		return
+	}
+	if files.DPDKArgs != "" {
+		checkDPDKArgs(t, files.DPDKArgs, h.Spec)
+		if !strings.Contains(files.DPDKArgs, ",role=server,") || !strings.Contains(files.DPDKArgs, ",zero-copy=no") {
+			t.Fatalf("host dpdk.args %q: want a copy-mode server", files.DPDKArgs)
+		}
+	}
+	if files.VPPCLI != "" {
+		st := newVPPState()
+		if err := st.exec(files.VPPCLI); err != nil {
+			t.Fatalf("host vpp.cli: %v\n%s", err, files.VPPCLI)
+		}
+		for _, ifc := range st.interfaces {
+			if !ifc.master {
+				t.Fatalf("host vpp.cli makes a slave: %+v\n%s", ifc, files.VPPCLI)
+			}
+		}
+	}
 }
 
 // checkDPDKArgs splits dpdk.args as EAL and rte_kvargs would and compares every value.

@@ -32,7 +32,8 @@ type Side struct {
 	// Slot is the socket slot of the port; it fixes the DPDK device name and the VPP socket id
 	// (Number), which are then unique among a pod's ports and among a node's host ports.
 	Slot string
-	// Pod is namespace/name of the pod, set for the host side only.
+	// Pod is namespace/name of the pod, set for the host side only (HostSide): a Side with Pod
+	// set is a host side, which Generate writes only as the server in copy mode.
 	Pod string
 	// PeerIPs are the other end's addresses (the pod's IPAM addresses, for the host side).
 	PeerIPs []string
@@ -86,22 +87,40 @@ func slotIndex(slot, prefix string) (uint32, bool) {
 	return uint32(n), true
 }
 
-// HostSide is the host's end of a host port whose pod end is pod: the opposite role, the socket
-// as the host sees it, a MAC of its own (derived from the pod's, so it is stable too), no
-// addresses of its own, and the pod's addresses as the peer's.
-func HostSide(pod portspec.PortSpec, hostSocket, slot, podName string) Side {
-	h := pod
-	h.Role = portspec.RoleServer
-	if pod.Role == portspec.RoleServer {
-		h.Role = portspec.RoleClient
+// Host says where and whose a host port's host side is.
+type Host struct {
+	Socket string // the socket as the node sees it (<state>/sockets/<slot>/memif.sock)
+	Slot   string // the port's slot
+	Pod    string // namespace/name of the pod
+	Owner  Owner  // the attachment the host side belongs to
+}
+
+// HostSide is the host's end of a host port whose pod end is pod. The host's end is always the
+// memif server in copy mode, whatever the pod's spec says about zero-copy: a client would dial
+// the socket by its path in the pod's slot, which the pod can replace (with a symlink to another
+// pod's socket), and a zero-copy client would hand the node data plane's own buffer memory (DPDK's
+// memsegs, VPP's buffer pools) to the pod. So the pod's end must be the client (it may run
+// zero-copy: that shares only the pod's own memory with the node); a pod end that serves is
+// refused, never turned into a client host side. The host's end has the socket as the host sees
+// it, a MAC of its own (derived from the pod's, so it is stable too), no addresses of its own, and
+// the pod's addresses as the peer's.
+func HostSide(pod portspec.PortSpec, h Host) (Side, error) {
+	if pod.Peer != portspec.PeerHost || pod.Role != portspec.RoleClient {
+		return Side{}, fmt.Errorf("host side of port %q (peer %q, role %q): only a host port whose pod end is the %s has a host side; "+
+			"the node's end of a host port is always the %s", pod.Name, pod.Peer, pod.Role, portspec.RoleClient, portspec.RoleServer)
 	}
-	h.Socket = hostSocket
-	h.IPs = nil
-	h.File = ""
+	if h.Pod == "" {
+		return Side{}, fmt.Errorf("host side of port %q: no pod named", pod.Name)
+	}
+	s := pod
+	s.Role, s.ZeroCopy = portspec.RoleServer, false
+	s.Socket = h.Socket
+	s.IPs = nil
+	s.File = ""
 	if pod.MAC != "" {
-		h.MAC = hostMAC(pod.MAC)
+		s.MAC = hostMAC(pod.MAC)
 	}
-	return Side{Spec: h, Slot: slot, Pod: podName, PeerIPs: pod.IPs}
+	return Side{Spec: s, Slot: h.Slot, Pod: h.Pod, PeerIPs: pod.IPs}, nil
 }
 
 // hostMAC derives a locally administered unicast MAC from the pod end's MAC: the two ends of an
@@ -113,12 +132,18 @@ func hostMAC(podMAC string) string {
 	return mac.String()
 }
 
-// Generate returns the configuration files of one side. It fails only when the spec is invalid
-// or a value cannot be written even quoted into port.env (a control character); a peer that
-// cannot take the port gets an empty file and a comment in Env saying why.
+// Generate returns the configuration files of one side. It fails only when the spec is invalid,
+// a host side is not a copy-mode server, or a value cannot be written even quoted into port.env
+// (a control character); a peer that cannot take the port gets an empty file and a comment in
+// Env saying why.
 func Generate(s Side) (Files, error) {
 	if err := s.Spec.Validate(); err != nil {
 		return Files{}, fmt.Errorf("port spec: %w", err)
+	}
+	if s.Pod != "" && (s.Spec.Role != portspec.RoleServer || s.Spec.ZeroCopy) {
+		// Defence in depth behind HostSide: no node side that dials or shares node memory.
+		return Files{}, fmt.Errorf("host side of port %q: role %s, zero-copy %v; the node's end of a host port is always the %s, in copy mode",
+			s.Spec.Name, s.Spec.Role, s.Spec.ZeroCopy, portspec.RoleServer)
 	}
 	var f Files
 	var notes []string

@@ -130,12 +130,20 @@ func TestInvalidSpec(t *testing.T) {
 	}
 }
 
-// TestHostSide: the host's end has the opposite role, the host's socket path, a MAC of its own,
-// the pod's addresses as the peer's, and the pod's name.
+// hostOf is the host of a host port in slot for these tests.
+func hostOf(socket, slot string) Host {
+	return Host{Socket: socket, Slot: slot, Pod: "ns/p", Owner: Owner{ContainerID: "c1", IfName: "net1", PodUID: "u1"}}
+}
+
+// TestHostSide: the host's end is the server in copy mode, with the host's socket path, a MAC of
+// its own, the pod's addresses as the peer's, and the pod's name.
 func TestHostSide(t *testing.T) {
 	pod := linkSpec()
 	pod.Link, pod.Peer, pod.Socket, pod.Mode, pod.MAC, pod.IPs = "", portspec.PeerHost, "/run/memifnet/slot-003/memif.sock", portspec.ModeIP, "", []string{"10.77.0.5/24"}
-	h := HostSide(pod, "/var/lib/memifnet/sockets/slot-003/memif.sock", "slot-003", "ns/p")
+	h, err := HostSide(pod, hostOf("/var/lib/memifnet/sockets/slot-003/memif.sock", "slot-003"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if h.Spec.Role != portspec.RoleServer || h.Spec.Socket != "/var/lib/memifnet/sockets/slot-003/memif.sock" || h.Spec.IPs != nil || h.Pod != "ns/p" || strings.Join(h.PeerIPs, ",") != "10.77.0.5/24" {
 		t.Fatalf("HostSide = %+v", h)
 	}
@@ -144,7 +152,7 @@ func TestHostSide(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := parseEnv(t, f.Env)
-	for k, want := range map[string]string{"MEMIF_ROLE": "server", "MEMIF_POD": "ns/p", "MEMIF_PEER_IPS": "10.77.0.5/24", "MEMIF_IPS": "", "MEMIF_VPP_INTERFACE": "memif10003/3"} {
+	for k, want := range map[string]string{"MEMIF_ROLE": "server", "MEMIF_ZERO_COPY": "false", "MEMIF_POD": "ns/p", "MEMIF_PEER_IPS": "10.77.0.5/24", "MEMIF_IPS": "", "MEMIF_VPP_INTERFACE": "memif10003/3"} {
 		if env[k] != want {
 			t.Errorf("%s = %q, want %q", k, env[k], want)
 		}
@@ -157,14 +165,75 @@ func TestHostSide(t *testing.T) {
 		t.Errorf("host vpp.cli sets an address:\n%s", f.VPPCLI)
 	}
 	eth := linkSpec()
-	hs := HostSide(eth, "/h/memif.sock", "slot-007", "ns/p")
+	eth.Link, eth.Peer = "", portspec.PeerHost
+	hs, err := HostSide(eth, hostOf("/h/memif.sock", "slot-007"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if hw, err := net.ParseMAC(hs.Spec.MAC); hs.Spec.MAC == eth.MAC || !isMAC(hs.Spec.MAC) || err != nil || hw[0]&3 != 2 {
 		t.Errorf("host MAC %q for pod MAC %q: want another locally administered unicast MAC", hs.Spec.MAC, eth.MAC)
 	}
-	if again := HostSide(eth, "/h/memif.sock", "slot-007", "ns/p"); again.Spec.MAC != hs.Spec.MAC {
+	if again, _ := HostSide(eth, hostOf("/h/memif.sock", "slot-007")); again.Spec.MAC != hs.Spec.MAC {
 		t.Errorf("host MAC not stable: %q then %q", hs.Spec.MAC, again.Spec.MAC)
 	}
-	if hs.Spec.Role != portspec.RoleServer || HostSide(h.Spec, "/x", "slot-1", "n/p").Spec.Role != portspec.RoleClient {
-		t.Error("HostSide does not flip the role")
+}
+
+// TestHostSideIsAlwaysACopyServer (docs/security.md rows 32, 33): whatever the pod's spec says,
+// the node's end of a host port is the server in copy mode; a pod end that serves (which made the
+// node's end a client: a dial of a path in the pod's slot, and with zeroCopy the node data plane's
+// buffer memory handed to the pod) gets no host side at all, and Generate refuses a host side
+// that would dial or share node memory however it was built.
+func TestHostSideIsAlwaysACopyServer(t *testing.T) {
+	pod := linkSpec()
+	pod.Link, pod.Peer, pod.Socket, pod.Secret = "", portspec.PeerHost, "/run/memifnet/slot-003/memif.sock", ""
+	host := hostOf("/var/lib/memifnet/sockets/slot-003/memif.sock", "slot-003")
+	for _, zc := range []bool{false, true} {
+		pod.ZeroCopy = zc
+		h, err := HostSide(pod, host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := Generate(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantArgs := "--vdev=net_memif10003,role=server,id=3,socket=/var/lib/memifnet/sockets/slot-003/memif.sock,socket-abstract=no,rsize=10,bsize=2048,zero-copy=no,mac=" + h.Spec.MAC + "\n"
+		if f.DPDKArgs != wantArgs {
+			t.Errorf("zero-copy pod %v: host dpdk.args\n got %q\nwant %q", zc, f.DPDKArgs, wantArgs)
+		}
+		if !strings.Contains(f.VPPCLI, " master ") || strings.Contains(f.VPPCLI, " slave ") || parseEnv(t, f.Env)["MEMIF_ZERO_COPY"] != "false" {
+			t.Errorf("zero-copy pod %v: host vpp.cli %q, port.env %q", zc, f.VPPCLI, f.Env)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*portspec.PortSpec)
+	}{
+		{"pod serves", func(p *portspec.PortSpec) { p.Role = portspec.RoleServer }},
+		{"pod serves, zero-copy", func(p *portspec.PortSpec) { p.Role, p.ZeroCopy = portspec.RoleServer, true }},
+		{"a link port", func(p *portspec.PortSpec) { p.Peer, p.Link = "", "chain-1" }},
+	} {
+		p := pod
+		c.edit(&p)
+		if h, err := HostSide(p, host); err == nil || !strings.Contains(err.Error(), "the node's end of a host port is always the server") {
+			t.Errorf("%s: HostSide = %+v, %v; want a refusal", c.name, h.Spec, err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*portspec.PortSpec)
+	}{
+		{"client", func(p *portspec.PortSpec) { p.Role = portspec.RoleClient }},
+		{"zero-copy client", func(p *portspec.PortSpec) { p.Role, p.ZeroCopy = portspec.RoleClient, true }},
+		{"zero-copy server", func(p *portspec.PortSpec) { p.ZeroCopy = true }},
+	} {
+		h, err := HostSide(pod, host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.edit(&h.Spec)
+		if f, err := Generate(h); err == nil || !strings.Contains(err.Error(), "always the server, in copy mode") {
+			t.Errorf("Generate of a %s host side: %q, %v; want a refusal", c.name, f.DPDKArgs, err)
+		}
 	}
 }

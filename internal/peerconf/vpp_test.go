@@ -77,7 +77,11 @@ func TestVPPNodeWide(t *testing.T) {
 			p := linkSpec()
 			p.Link, p.Peer, p.ID = "", portspec.PeerHost, 0 // every host port has id 0 by default
 			p.Socket = "/var/lib/memifnet/sockets/" + slot + "/memif.sock"
-			f, err := Generate(HostSide(p, p.Socket, slot, "ns/pod"))
+			h, err := HostSide(p, Host{Socket: p.Socket, Slot: slot, Pod: "ns/pod"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := Generate(h)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -54,7 +54,9 @@ func RemoveSlot(slot *safefs.Dir) error {
 
 // HostPort is a host port's description, <slot>.json beside the host side's files: for a host
 // data plane (VPP, DPDK, a program of its own) that reads one JSON file rather than one of the
-// ready configs. Role is the host's role; Socket is the socket as the node sees it.
+// ready configs. Role is the host's role, always the server; Socket is the socket as the node
+// sees it. Owner is the attachment that wrote it: a data plane tells a re-created port by it (a
+// new sandbox of the same pod has another container ID), and only that owner removes it.
 type HostPort struct {
 	Socket     string `json:"socket"`
 	Role       string `json:"role"`
@@ -67,27 +69,51 @@ type HostPort struct {
 	Namespace  string `json:"namespace"`
 	Pod        string `json:"pod"`
 	Port       string `json:"port"`
+	Owner      Owner  `json:"owner"`
 }
 
+// Owner is the attachment a host side belongs to: memif-cni's (the pod sandbox's container ID
+// and the interface name, which name a CNI attachment, and the pod's UID) or the DRA driver's
+// (the claim's UID). RemoveHost removes a host side only for its owner.
+type Owner struct {
+	ContainerID string `json:"containerID,omitempty"`
+	IfName      string `json:"ifName,omitempty"`
+	PodUID      string `json:"podUID,omitempty"`
+	ClaimUID    string `json:"claimUID,omitempty"`
+}
+
+// ErrNotOwner is RemoveHost's answer when the host side belongs to another attachment: it is
+// left as it is.
+var ErrNotOwner = errors.New("the host side belongs to another attachment")
+
+// maxDesc bounds the description RemoveHost reads back (the agent wrote it; a few hundred bytes).
+const maxDesc = 64 << 10
+
 // hostPort is the description of the host side s.
-func hostPort(s Side) HostPort {
+func hostPort(s Side, o Owner) HostPort {
 	ns, pod, _ := strings.Cut(s.Pod, "/")
 	p := s.Spec
 	return HostPort{Socket: p.Socket, Role: p.Role, ID: p.ID, Mode: p.Mode, Secret: p.Secret, Queues: p.Queues,
-		RingSize: p.RingSize, BufferSize: p.BufferSize, Namespace: ns, Pod: pod, Port: p.Name}
+		RingSize: p.RingSize, BufferSize: p.BufferSize, Namespace: ns, Pod: pod, Port: p.Name, Owner: o}
 }
 
-// WriteHost writes a host port's host side: the description desc (state/host-ports/<slot>.json,
-// in the agent's state directory, which no pod reaches) and the ready configs beside it, all with
-// mode 0600 (they carry the secret). memif-cni and the DRA driver both write host ports through
-// it. The description goes last and RemoveHost takes it first, so that a data plane which waits
-// for <slot>.json finds the other files complete beside it.
-func WriteHost(desc string, s Side) error {
+// WriteHost writes the host side of the host port whose pod end is pod (HostSide: always the
+// memif server in copy mode; a pod end that is not the client is refused): the description desc
+// (state/host-ports/<slot>.json, in the agent's state directory, which no pod reaches) and the
+// ready configs beside it, all with mode 0600 (they carry the secret). memif-cni and the DRA
+// driver both write host ports through it. The description goes last and RemoveHost takes it
+// first, so that a data plane which waits for <slot>.json finds the other files complete beside
+// it.
+func WriteHost(desc string, pod portspec.PortSpec, h Host) error {
+	s, err := HostSide(pod, h)
+	if err != nil {
+		return err
+	}
 	f, err := Generate(s)
 	if err != nil {
 		return fmt.Errorf("host side of %s: %w", desc, err)
 	}
-	b, err := json.MarshalIndent(hostPort(s), "", "  ")
+	b, err := json.MarshalIndent(hostPort(s, h.Owner), "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", desc, err)
 	}
@@ -102,9 +128,15 @@ func WriteHost(desc string, s Side) error {
 	return d.WriteFile(filepath.Base(desc), append(b, '\n'), 0o600, safefs.WriteOptions{})
 }
 
-// RemoveHost removes the host side: the description desc and the files beside it; missing ones
-// are no error.
-func RemoveHost(desc string) error {
+// RemoveHost removes owner's host side: the description desc and the files beside it; missing
+// ones are no error. A description of another owner is left with its files, and the error is
+// ErrNotOwner: a late undo (the DEL of a sandbox re-created since, or of a pod whose slot went to
+// another pod) must not take the live port's host side (docs/security.md row 34), while it still
+// takes its own stale one. A description without an owner (written before descriptions named one)
+// is removed only when slotIsOwners: the caller's own record of the slot (memif-cni's slot claim,
+// the DRA driver's prepared claims) says the slot is still owner's; so are files without a
+// description (a write that stopped before it). Call it under the lock its writer holds.
+func RemoveHost(desc string, owner Owner, slotIsOwners bool) error {
 	d, err := safefs.Open(filepath.Dir(desc))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -113,7 +145,23 @@ func RemoveHost(desc string) error {
 		return err
 	}
 	defer d.Close()
-	if err := d.Remove(filepath.Base(desc)); err != nil {
+	name := filepath.Base(desc)
+	b, err := d.ReadFile(name, maxDesc)
+	switch {
+	case err == nil:
+		var hp HostPort
+		if err := json.Unmarshal(b, &hp); err != nil {
+			return fmt.Errorf("%s: %w", desc, err)
+		}
+		if hp.Owner != owner && (hp.Owner != Owner{} || !slotIsOwners) {
+			return fmt.Errorf("%s: %w (%+v, not %+v)", desc, ErrNotOwner, hp.Owner, owner)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	case !slotIsOwners:
+		return nil // no description: nothing says whose the files are
+	}
+	if err := d.Remove(name); err != nil {
 		return err
 	}
 	return apply(d, hostFiles(desc, Files{}), 0)

@@ -111,16 +111,16 @@ func TestWriteSlotHostile(t *testing.T) {
 }
 
 // TestWriteHost: the description and the host side's files land in host-ports, 0600 (they hold
-// the secret); the description says the host's end; RemoveHost takes them all, and a second
-// removal is no error.
+// the secret); the description says the host's end and its owner; RemoveHost takes them all for
+// that owner, and a second removal is no error.
 func TestWriteHost(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state", "host-ports")
 	desc := filepath.Join(dir, "slot-003.json")
 	pod := linkSpec()
 	pod.Link, pod.Peer, pod.Socket = "", portspec.PeerHost, "/run/memifnet/slot-003/memif.sock"
-	pod.Secret = "s3cret"
-	host := HostSide(pod, "/var/lib/memifnet/sockets/slot-003/memif.sock", "slot-003", "ns/p")
-	if err := WriteHost(desc, host); err != nil {
+	pod.Secret, pod.ZeroCopy = "s3cret", true
+	host := hostOf("/var/lib/memifnet/sockets/slot-003/memif.sock", "slot-003")
+	if err := WriteHost(desc, pod, host); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"slot-003.dpdk.app-args", "slot-003.dpdk.args", "slot-003.env", "slot-003.json", "slot-003.vpp.cli"}
@@ -134,8 +134,11 @@ func TestWriteHost(t *testing.T) {
 		}
 	}
 	env := parseEnv(t, mustRead(t, filepath.Join(dir, "slot-003.env")))
-	if env["MEMIF_SOCKET"] != host.Spec.Socket || env["MEMIF_ROLE"] != "server" {
+	if env["MEMIF_SOCKET"] != host.Socket || env["MEMIF_ROLE"] != "server" || env["MEMIF_ZERO_COPY"] != "false" {
 		t.Errorf("host env: %v", env)
+	}
+	if args := mustRead(t, filepath.Join(dir, "slot-003.dpdk.args")); !strings.Contains(args, ",role=server,") || !strings.Contains(args, ",zero-copy=no,") || strings.Contains(args, "--single-file-segments") {
+		t.Errorf("host dpdk.args of a zero-copy pod: %q, want a copy-mode server", args)
 	}
 	var got HostPort
 	dec := json.NewDecoder(strings.NewReader(mustRead(t, desc)))
@@ -143,21 +146,81 @@ func TestWriteHost(t *testing.T) {
 	if err := dec.Decode(&got); err != nil {
 		t.Fatal(err)
 	}
-	wantDesc := HostPort{Socket: host.Spec.Socket, Role: "server", ID: pod.ID, Mode: pod.Mode, Secret: "s3cret", Queues: pod.Queues,
-		RingSize: pod.RingSize, BufferSize: pod.BufferSize, Namespace: "ns", Pod: "p", Port: pod.Name}
+	wantDesc := HostPort{Socket: host.Socket, Role: "server", ID: pod.ID, Mode: pod.Mode, Secret: "s3cret", Queues: pod.Queues,
+		RingSize: pod.RingSize, BufferSize: pod.BufferSize, Namespace: "ns", Pod: "p", Port: pod.Name, Owner: host.Owner}
 	if got != wantDesc {
 		t.Errorf("description %+v, want %+v", got, wantDesc)
 	}
 	for range 2 {
-		if err := RemoveHost(desc); err != nil {
+		if err := RemoveHost(desc, host.Owner, true); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got := listDir(t, dir); len(got) != 0 {
 		t.Fatalf("host-ports holds %v after RemoveHost, want nothing", got)
 	}
-	if err := RemoveHost(filepath.Join(t.TempDir(), "gone", "slot-1.json")); err != nil {
+	if err := RemoveHost(filepath.Join(t.TempDir(), "gone", "slot-1.json"), host.Owner, true); err != nil {
 		t.Fatalf("RemoveHost in a missing directory: %v", err)
+	}
+	// A pod end that serves gets no host side: nothing is written.
+	pod.Role = portspec.RoleServer
+	if err := WriteHost(desc, pod, host); err == nil || !strings.Contains(err.Error(), "always the server") {
+		t.Fatalf("WriteHost for a serving pod end: %v, want a refusal", err)
+	}
+	if got := listDir(t, dir); len(got) != 0 {
+		t.Fatalf("a refused WriteHost left %v", got)
+	}
+}
+
+// TestRemoveHostOnlyByItsOwner (docs/security.md row 34): the undo of another attachment (an old
+// sandbox of the pod, a pod that had the slot before) leaves the live owner's host side whole,
+// with ErrNotOwner, even when it believes the slot is its own; a description written before
+// descriptions named their owner, and files a stopped write left without a description, are
+// removed only by one whose records say the slot is its own.
+func TestRemoveHostOnlyByItsOwner(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "host-ports")
+	desc := filepath.Join(dir, "slot-003.json")
+	pod := linkSpec()
+	pod.Link, pod.Peer = "", portspec.PeerHost
+	live := hostOf("/var/lib/memifnet/sockets/slot-003/memif.sock", "slot-003")
+	live.Owner = Owner{ContainerID: "sandbox-2", IfName: "net1", PodUID: "u1"}
+	if err := WriteHost(desc, pod, live); err != nil {
+		t.Fatal(err)
+	}
+	all := listDir(t, dir)
+	for _, old := range []Owner{
+		{ContainerID: "sandbox-1", IfName: "net1", PodUID: "u1"}, // the pod's old sandbox
+		{ContainerID: "sandbox-2", IfName: "net2", PodUID: "u1"}, // another network's attachment
+		{ClaimUID: "c1"}, {},
+	} {
+		for _, mine := range []bool{false, true} {
+			if err := RemoveHost(desc, old, mine); !errors.Is(err, ErrNotOwner) {
+				t.Errorf("RemoveHost by %+v (slot its own: %v): %v, want ErrNotOwner", old, mine, err)
+			}
+			if got := listDir(t, dir); !slices.Equal(got, all) {
+				t.Fatalf("RemoveHost by %+v left %v of %v", old, got, all)
+			}
+		}
+	}
+	// Written before the owner was recorded: the caller's own records decide.
+	if err := os.WriteFile(desc, []byte(`{"socket":"/x","role":"server","pod":"p"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveHost(desc, live.Owner, false); !errors.Is(err, ErrNotOwner) || len(listDir(t, dir)) != len(all) {
+		t.Fatalf("RemoveHost of a description without owner, slot not the caller's: %v, left %v", err, listDir(t, dir))
+	}
+	if err := RemoveHost(desc, live.Owner, true); err != nil || len(listDir(t, dir)) != 0 {
+		t.Fatalf("RemoveHost of a description without owner: %v, left %v", err, listDir(t, dir))
+	}
+	// A write that stopped before the description.
+	if err := os.WriteFile(filepath.Join(dir, "slot-003.vpp.cli"), []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveHost(desc, live.Owner, false); err != nil || len(listDir(t, dir)) != 1 {
+		t.Fatalf("RemoveHost without a description, slot not the caller's: %v, left %v", err, listDir(t, dir))
+	}
+	if err := RemoveHost(desc, live.Owner, true); err != nil || len(listDir(t, dir)) != 0 {
+		t.Fatalf("RemoveHost without a description: %v, left %v", err, listDir(t, dir))
 	}
 }
 

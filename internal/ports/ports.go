@@ -29,7 +29,7 @@ type Port struct {
 	Name       string `json:"name"`
 	Link       string `json:"link,omitempty"`
 	Peer       string `json:"peer,omitempty"`
-	Role       string `json:"role,omitempty"` // "" means the plugin chooses
+	Role       string `json:"role,omitempty"` // "" means the plugin chooses; a host port's pod is the client
 	Mode       string `json:"mode,omitempty"`
 	ID         uint32 `json:"id,omitempty"`
 	Queues     int    `json:"queues,omitempty"`
@@ -172,8 +172,13 @@ func validate(ps []Port) error {
 			}
 			links[p.Link] = i
 		}
-		if p.Role != "" && p.Role != "server" && p.Role != "client" {
+		switch {
+		case p.Role != "" && p.Role != portspec.RoleServer && p.Role != portspec.RoleClient:
 			bad("role", "%q must be server or client", p.Role)
+		case p.Peer == portspec.PeerHost && p.Role == portspec.RoleServer:
+			bad("role", "%q on a host port: the node's data plane is always the server of a host port and the pod the client "+
+				"(a node side chosen by the pod would connect to a path the pod controls, or hand the node's buffer memory to the pod "+
+				"as a zero-copy client); remove \"role\" or set it to %q", p.Role, portspec.RoleClient)
 		}
 		if p.Mode == "" {
 			p.Mode = DefaultMode

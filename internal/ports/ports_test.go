@@ -56,6 +56,32 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// A pod never chooses the node's side of its host port (docs/security.md row 32): "role":
+// "server" on a host port, which made the node's side a client (zero-copy with "zeroCopy"),
+// is refused naming the field and saying why, in both forms of the annotation's objects; the
+// pod may still be a client, zero-copy or not, and a link end may still serve.
+func TestHostPortRole(t *testing.T) {
+	for _, in := range []string{
+		`[{"name":"up","peer":"host","role":"server"}]`,
+		`[{"name":"up","peer":"host","role":"server","zeroCopy":true}]`,
+		`[{"name":"east","link":"l"},{"name":"up","peer":"host","role":"server","mode":"ip"}]`,
+	} {
+		_, err := Parse(in)
+		if err == nil || !strings.Contains(err.Error(), `(up): field "role": "server" on a host port: the node's data plane is always the server`) {
+			t.Errorf("Parse(%s): %v, want a refusal of field \"role\"", in, err)
+		}
+	}
+	for _, in := range []string{
+		`[{"name":"up","peer":"host","role":"client","zeroCopy":true}]`,
+		`[{"name":"up","peer":"host","zeroCopy":true}]`,
+		`[{"name":"east","link":"l","role":"server","zeroCopy":true}]`,
+	} {
+		if _, err := Parse(in); err != nil {
+			t.Errorf("Parse(%s): %v", in, err)
+		}
+	}
+}
+
 // Buffer sizes below 64 are taken (DPDK and libmemif take them too); 0 means the default.
 func TestParseBufferSizes(t *testing.T) {
 	for in, want := range map[string]int{

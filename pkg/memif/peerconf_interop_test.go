@@ -34,9 +34,10 @@ func TestDPDKFromGeneratedArgs(t *testing.T) {
 		{"DPDKClient/zero-copy", portspec.RoleClient, 256, true, 2},
 		{"DPDKServer/GoZeroCopyClient/chained-bsize256", portspec.RoleServer, 256, true, 2},
 		// A host port: testpmd on the node from the host side's <slot>.dpdk.args (peerconf.HostSide
-		// of the pod's spec: the opposite role, the host's socket path), the pod's Go client from
-		// its port.json.
+		// of the pod's spec: always the server in copy mode, the host's socket path), the pod's Go
+		// client from its port.json; a zero-copy pod client shares its own memory, never the node's.
 		{"HostPort/DPDKServer/chained-bsize256", hostSide, 256, false, 1},
+		{"HostPort/DPDKServer/GoZeroCopyClient", hostSide, 256, true, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir() // the link directory both pods see
@@ -54,14 +55,19 @@ func TestDPDKFromGeneratedArgs(t *testing.T) {
 			side := peerconf.Side{Spec: dpdkSpec, Slot: slot}
 			if c.dpdkRole == hostSide {
 				goSpec.Role, goSpec.Link, goSpec.Peer, goSpec.Secret = portspec.RoleClient, "", portspec.PeerHost, ""
-				side = peerconf.HostSide(goSpec, goSpec.Socket, slot, "default/pod")
-				if c.dpdkRole = side.Spec.Role; c.dpdkRole != portspec.RoleServer {
-					t.Fatalf("host side of a client pod port is %s, want server", c.dpdkRole)
+				var err error
+				if side, err = peerconf.HostSide(goSpec, peerconf.Host{Socket: goSpec.Socket, Slot: slot, Pod: "default/pod"}); err != nil {
+					t.Fatal(err)
 				}
+				c.dpdkRole = side.Spec.Role
 			}
 			files, err := peerconf.Generate(side)
 			if err != nil || files.DPDKArgs == "" {
 				t.Fatalf("dpdk.args: %q, %v", files.DPDKArgs, err)
+			}
+			if side.Pod != "" && (!strings.Contains(files.DPDKArgs, ",role=server,") || !strings.Contains(files.DPDKArgs, ",zero-copy=no") ||
+				strings.Contains(files.DPDKArgs, "--single-file-segments")) {
+				t.Fatalf("host side's dpdk.args %q: want a server in copy mode", files.DPDKArgs)
 			}
 			t.Logf("dpdk.args: %sdpdk.app-args: %s", files.DPDKArgs, files.DPDKAppArgs)
 			eal := strings.Fields(files.DPDKArgs)

@@ -522,19 +522,21 @@ func (x *tier3) draHostPort(ctx context.Context, t *testing.T, devs []resourcev1
 		t.Fatalf("port.json of %s: %s; want port vswitch, client, 2 queues (the template's), ethernet", slot, b)
 	}
 	// The host side, from the agent's own files (state/host-ports/<slot>.*), as for a
-	// device-plugin host port: the opposite role, the node's socket path, the pod it serves.
+	// device-plugin host port: always the server in copy mode, the node's socket path, the pod it
+	// serves.
 	hp := draHostSide(t, slot)
-	if hp["MEMIF_ROLE"] != "server" || hp["MEMIF_SOCKET"] != st.HostSocket || hp["MEMIF_POD"] != "default/"+pod ||
+	if hp["MEMIF_ROLE"] != "server" || hp["MEMIF_ZERO_COPY"] != "false" || hp["MEMIF_SOCKET"] != st.HostSocket || hp["MEMIF_POD"] != "default/"+pod ||
 		hp["MEMIF_ID"] != fmt.Sprint(spec.ID) || hp["MEMIF_QUEUES"] != "2" || hp["MEMIF_DPDK_DEVICE"] == "" || hp["MEMIF_VPP_INTERFACE"] == "" {
 		t.Fatalf("host side of %s: %v; want the server on %s for pod default/%s, id %d, 2 queues, with DPDK and VPP files", slot, hp, st.HostSocket, pod, spec.ID)
 	}
 	// The description, found as a data plane finds a device-plugin host port's (by pod, in
-	// host-ports/*.json), says the same.
+	// host-ports/*.json), says the same, and names the claim as its owner.
 	d := hostPort(ctx, t, pod)
 	secret, _ := d["secret"].(string)
+	owner, _ := d["owner"].(map[string]any)
 	num := func(v any) string { f, _ := v.(float64); return strconv.FormatFloat(f, 'f', -1, 64) }
 	if d["socket"] != st.HostSocket || d["role"] != "server" || d["port"] != "vswitch" || num(d["id"]) != hp["MEMIF_ID"] ||
-		num(d["queues"]) != "2" || secret != hp["MEMIF_SECRET"] {
+		num(d["queues"]) != "2" || secret != hp["MEMIF_SECRET"] || owner["claimUID"] != string(c.UID) {
 		t.Fatalf("description of DRA host port %s: %v; want what %s.env says: %v", slot, d, slot, hp)
 	}
 	args := []string{"--role", hp["MEMIF_ROLE"], "--socket", hp["MEMIF_SOCKET"], "--id", hp["MEMIF_ID"], "--queues", hp["MEMIF_QUEUES"],

@@ -193,13 +193,13 @@ func phase(pod *corev1.Pod) string {
 
 func hostLink(pod *corev1.Pod, p ports.Port) Link {
 	l := Link{Namespace: pod.Namespace, Host: true, Backend: BackendDevicePlugin,
-		Ends: []End{podEnd(pod, p.Name, p.Role), {Role: opposite(hostRole(p.Role))}}}
-	l.Ends[0].Role = hostRole(p.Role)
+		Ends: []End{podEnd(pod, p.Name, hostRole(p.Role)), {Role: opposite(hostRole(p.Role))}}}
 	l.Node, l.Status = nodeAndStatus(l.Ends[:1], 1)
 	return l
 }
 
-// hostRole is a host port's pod role: the pod is the client unless its port says otherwise.
+// hostRole is a host port's pod role: the pod is the client (the annotation's parser refuses a
+// host port that asks to serve: the node's side is always the server).
 func hostRole(r string) string {
 	if r == "" {
 		return "client"

@@ -13,7 +13,6 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
 	"github.com/memifnet/memifnet/internal/names"
-	"github.com/memifnet/memifnet/internal/peerconf"
 	"github.com/memifnet/memifnet/internal/safefs"
 )
 
@@ -59,9 +58,6 @@ func (a *attachment) undo() error {
 	}
 	for i := len(a.rec.Ports) - 1; i >= 0; i-- {
 		p := a.rec.Ports[i]
-		if p.HostDesc != "" {
-			errs = append(errs, peerconf.RemoveHost(p.HostDesc))
-		}
 		errs = append(errs, devinfo.Remove(p.DevInfo))
 		errs = append(errs, a.unwireSlot(p))
 		if p.IPAM {
@@ -78,21 +74,30 @@ func (a *attachment) undo() error {
 	return errors.Join(errs...)
 }
 
-// unwireSlot takes port.json and the link mount out of the port's slot, but only while the slot
-// is still this attachment's: claimed by it, with the tmpfs it wrote into. A slot handed to
-// another pod since, or wired by a newer sandbox of the same pod, is left alone. What the pod
-// put in its slot is not ours to judge: anything that is not what ADD made is left in place and
-// reported on stderr, and the slot's next scrub replaces it all.
+// unwireSlot takes a host port's host side, and port.json and the link mount out of the port's
+// slot, but only what is this attachment's: the host side whose description names it, the slot
+// while it is claimed by it, with the tmpfs it wrote into. A slot handed to another pod since, or
+// wired by a newer sandbox of the same pod, is left alone, its host side included
+// (docs/security.md rows 7, 34). What the pod put in its slot is not ours to judge:
+// anything that is not what ADD made is left in place and reported on stderr, and the slot's
+// next scrub replaces it all.
 func (a *attachment) unwireSlot(p state.Port) error {
 	if p.SlotMount.IsZero() {
-		return nil // ADD stopped before touching the slot
+		return nil // ADD stopped before touching the slot (or the host side)
 	}
 	slk, err := a.st.LockSlot(p.Slot)
 	if err != nil {
 		return err
 	}
 	claim, ok, err := a.st.ClaimOf(p.Slot)
-	if err != nil || ok && claim.Owner != a.key() {
+	if err != nil {
+		slk.Unlock()
+		return err
+	}
+	ours := !ok || claim.Owner == a.key()
+	// The host side first: its description names its owner, so an old owner takes its own
+	// stale host side even from a slot claimed by another since, and never the live one.
+	if err := a.removeHostDesc(p, ours); err != nil || !ours {
 		slk.Unlock()
 		return err
 	}

@@ -111,13 +111,17 @@ func TestHostPortHostSide(t *testing.T) {
 	e := newEnv(t)
 	d := e.deviceState(t)
 	c := claim("uid-h", "per-pod", []alloc{{"vswitch", "dra-slot-003"}, {"mem", "drapool-n0-001"}},
-		opaque(`{"apiVersion":"memifnet.io/v1alpha1","kind":"PortConfig","queues":2}`))
+		opaque(`{"apiVersion":"memifnet.io/v1alpha1","kind":"PortConfig","queues":2,"zeroCopy":true}`))
 	c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "nf-0", UID: "pod-uid"}}
 	if _, err := d.Prepare(c); err != nil {
 		t.Fatal(err)
 	}
 	hostSocket := e.slots.Dir("dra-slot-003") + "/" + names.SocketFile
-	want, err := peerconf.Generate(peerconf.HostSide(readSpec(t, e, "dra-slot-003"), hostSocket, "dra-slot-003", "ns1/nf-0"))
+	side, err := peerconf.HostSide(readSpec(t, e, "dra-slot-003"), peerconf.Host{Socket: hostSocket, Slot: "dra-slot-003", Pod: "ns1/nf-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := peerconf.Generate(side)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,11 +141,12 @@ func TestHostPortHostSide(t *testing.T) {
 		t.Fatal(err)
 	}
 	if fi, _ := os.Stat(files["json"]); fi.Mode().Perm() != 0o600 || desc.Role != "server" || desc.Socket != hostSocket ||
-		desc.Namespace != "ns1" || desc.Pod != "nf-0" || desc.Port != "vswitch" || desc.Queues != 2 {
+		desc.Namespace != "ns1" || desc.Pod != "nf-0" || desc.Port != "vswitch" || desc.Queues != 2 || desc.Owner != (peerconf.Owner{ClaimUID: "uid-h"}) {
 		t.Errorf("%s (mode %v): %+v; want the server on %s for ns1/nf-0 port vswitch, 2 queues, 0600", files["json"], fi.Mode().Perm(), desc, hostSocket)
 	}
 	env, _ := os.ReadFile(files["env"])
-	for _, line := range []string{"MEMIF_ROLE=server", "MEMIF_SOCKET=" + hostSocket, "MEMIF_POD=ns1/nf-0", "MEMIF_QUEUES=2"} {
+	// The pod's end is a zero-copy client; the node's end serves and copies.
+	for _, line := range []string{"MEMIF_ROLE=server", "MEMIF_ZERO_COPY=false", "MEMIF_SOCKET=" + hostSocket, "MEMIF_POD=ns1/nf-0", "MEMIF_QUEUES=2"} {
 		if !strings.Contains(string(env), "\n"+line+"\n") {
 			t.Errorf("%s lacks %s:\n%s", files["env"], line, env)
 		}
@@ -161,6 +166,40 @@ func TestHostPortHostSide(t *testing.T) {
 		if _, err := os.Stat(hostFiles(e, slot)["env"]); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("link end %s got a host side: %v", slot, err)
 		}
+	}
+}
+
+// A claim never chooses the node's side of its host port (docs/security.md row 32): a PortConfig
+// with "role": "server" (and "zeroCopy", which made the node's side a zero-copy client handing
+// the node data plane's memory to the pod) is refused naming the request and the field, before
+// the first side effect: no record, no CDI spec, no host side, the slot not even scrubbed.
+func TestPrepareRefusesServingHostPort(t *testing.T) {
+	e := newEnv(t)
+	d := e.deviceState(t)
+	planted := filepath.Join(e.slots.Dir("dra-slot-003"), "planted")
+	if err := os.WriteFile(planted, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := claim("uid-s", "per-pod", []alloc{{"vswitch", "dra-slot-003"}},
+		opaque(`{"apiVersion":"memifnet.io/v1alpha1","kind":"PortConfig","role":"server","zeroCopy":true}`))
+	_, err := d.Prepare(c)
+	if err == nil || !strings.Contains(err.Error(), `claim ns1/per-pod`) ||
+		!strings.Contains(err.Error(), `request vswitch: field "role": "server" on a host port: the node's data plane is always the server`) {
+		t.Fatalf("Prepare: %v, want a refusal naming the request and field \"role\"", err)
+	}
+	if p := d.Prepared(); len(p) != 0 {
+		t.Errorf("a refused claim left a record: %+v", p)
+	}
+	if ents, _ := os.ReadDir(e.cdiDir); len(ents) != 0 {
+		t.Errorf("a refused claim left a CDI spec: %v", ents)
+	}
+	for _, f := range hostFiles(e, "dra-slot-003") {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a refused claim left %s: %v", f, err)
+		}
+	}
+	if _, err := os.Stat(planted); err != nil {
+		t.Errorf("the slot was scrubbed for a refused claim: %v", err)
 	}
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 	"github.com/memifnet/memifnet/internal/names"
-	"github.com/memifnet/memifnet/internal/peerconf"
 	"github.com/memifnet/memifnet/internal/ports"
 	"github.com/memifnet/memifnet/internal/tmpfs"
 )
@@ -284,15 +283,7 @@ func (d *DeviceState) wireSlot(plan PreparedClaim, dev PreparedDevice, p ports.P
 	if dev.Status.HostSocket == "" {
 		return nil
 	}
-	// The host side of a host port, for the node's data plane: the description and the ready
-	// configs memif-cni writes for its host ports, by the same writer, beside theirs.
-	return peerconf.WriteHost(d.hostDesc(dev.Name), peerconf.HostSide(spec, dev.Status.HostSocket, dev.Name, pod))
-}
-
-// hostDesc is the host-port description path of slot, beside which the host side's files go
-// (<state>/state/host-ports/<slot>.json, as for memif-cni's host ports).
-func (d *DeviceState) hostDesc(slot string) string {
-	return filepath.Join(d.opts.StateDir, names.StoreSubdir, names.HostPortsSubdir, slot+".json")
+	return d.writeHost(plan, dev, spec, pod)
 }
 
 // consumer is namespace/name of the pod the claim is reserved for (the kubelet prepares only
@@ -409,7 +400,7 @@ func (d *DeviceState) undo(c PreparedClaim) error {
 	errs = append(errs, d.opts.CDI.Remove(cdiName(c.UID)))
 	for _, dev := range c.Devices {
 		if dev.Status != nil && dev.Status.HostSocket != "" {
-			errs = append(errs, peerconf.RemoveHost(d.hostDesc(dev.Name)))
+			errs = append(errs, d.removeHost(c, dev))
 		}
 		err := d.scrub(dev)
 		if errors.Is(err, device.ErrWithheld) {

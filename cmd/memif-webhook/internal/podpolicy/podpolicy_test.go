@@ -295,6 +295,9 @@ func TestRefusals(t *testing.T) {
 			want: `limits[memifnet.io/socket]: 0 in all`},
 		{name: "too few sockets for zero-copy ports", pod: pod(`[{"name":"a","link":"l","zeroCopy":true},{"name":"b","peer":"host","zeroCopy":true}]`, corev1.ResourceList{names.SocketResource: q("1"), "memifnet.io/hugepool": q("2")}),
 			want: `spec.containers[*].resources.limits[memifnet.io/socket]: 1 in all, but annotation memifnet.io/ports asks for 2 port(s)`},
+		// A pod never chooses the node's side of its host port (docs/security.md row 32).
+		{name: "host port serves", pod: pod(`[{"name":"up","peer":"host","role":"server","zeroCopy":true}]`, nil),
+			want: `metadata.annotations[memifnet.io/ports]: port 0 (up): field "role": "server" on a host port: the node's data plane is always the server`},
 		{name: "forged link label", pod: pod(`a@mine`, nil), labels: map[string]string{"link.memifnet.io/theirs": "x"},
 			want: `metadata.labels[link.memifnet.io/theirs]: names a link that annotation memifnet.io/ports does not`},
 		{name: "peers on two nodes", pod: pod(`a@l1,b@l2`, nil),
