@@ -321,14 +321,21 @@ func TestNodeAgent(t *testing.T) {
 					t.Errorf("container %s: memory requests and limits must be set", c.Name)
 				}
 			}
-			// Probes on the plugin's health endpoints, at the port of --http-address.
+			// Probes on the plugin's health endpoints, at the port of --http-address, which is
+			// HTTPS; /metrics there is authorized; the plain one is on the loopback only.
 			if v, _ := flagValue(dp.Args, "http-address"); v != fmt.Sprintf(":%d", httpPort) {
 				t.Errorf("--http-address=%s", v)
 			}
-			if p := dp.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.IntValue() != httpPort {
+			if v, _ := flagValue(dp.Args, "metrics-auth"); v != "true" {
+				t.Errorf("--metrics-auth=%s, want true", v)
+			}
+			if v, _ := flagValue(dp.Args, "local-metrics-address"); v != "127.0.0.1:9101" {
+				t.Errorf("--local-metrics-address=%s, want 127.0.0.1:9101", v)
+			}
+			if p := dp.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.IntValue() != httpPort || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
 				t.Errorf("liveness probe %+v", p)
 			}
-			if p := dp.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.IntValue() != httpPort {
+			if p := dp.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.IntValue() != httpPort || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
 				t.Errorf("readiness probe %+v", p)
 			}
 			// The DaemonSet requests exactly the hugepages its pools pre-fault (one NUMA node).
@@ -488,20 +495,41 @@ func ownDaemonSetOnly(t *testing.T, objs []any) {
 }
 
 // The node agent's service account holds nothing outside the DRA overlay but the reading of its
-// own DaemonSet (issue 18 part 7: the Multus overlay's cluster-wide get pods is gone); the e2e
-// tier 3 checks can-i on the cluster.
+// own DaemonSet (issue 18 part 7: the Multus overlay's cluster-wide get pods is gone) and, since
+// issue 32 item 6, system:auth-delegator (create tokenreviews and subjectaccessreviews, nothing
+// else: the review of /metrics callers' tokens); the e2e tier 3 checks can-i on the cluster. The
+// ClusterRole for /metrics readers allows get /metrics only and is bound to no one by memifnet.
 func TestNodeAgentHoldsNoRBAC(t *testing.T) {
 	for _, dir := range overlays {
 		objs := build(t, dir)
 		ownDaemonSetOnly(t, objs)
+		delegators := 0
 		for _, o := range objs {
 			var subjects []rbacv1.Subject
 			var name string
 			switch b := o.(type) {
 			case *rbacv1.ClusterRoleBinding:
 				subjects, name = b.Subjects, b.Name
+				if name == "memifnet-node-auth-delegator" {
+					delegators++
+					if b.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:auth-delegator"}) ||
+						len(b.Subjects) != 1 || b.Subjects[0] != (rbacv1.Subject{Kind: "ServiceAccount", Name: "memifnet", Namespace: "memifnet-system"}) {
+						t.Errorf("%s: ClusterRoleBinding %s: %+v %+v, want system:auth-delegator for memifnet-system/memifnet only", dir, name, b.RoleRef, b.Subjects)
+					}
+					continue
+				}
+				if b.RoleRef.Name == "memifnet-metrics-reader" {
+					t.Errorf("%s: %s binds memifnet-metrics-reader: that is for the cluster's scraper, not memifnet's", dir, name)
+				}
 			case *rbacv1.RoleBinding:
 				subjects, name = b.Subjects, b.Name
+			case *rbacv1.ClusterRole:
+				if b.Name == "memifnet-metrics-reader" {
+					want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+					if !reflect.DeepEqual(b.Rules, want) {
+						t.Errorf("%s: ClusterRole memifnet-metrics-reader rules %+v, want %+v", dir, b.Rules, want)
+					}
+				}
 			}
 			for _, s := range subjects {
 				if s.Kind == "ServiceAccount" && s.Name == "memifnet" && name != "memifnet-node" && (dir != "overlays/dra" || (name != "memifnet-dra" && name != "memifnet-dra-events")) {
@@ -509,6 +537,10 @@ func TestNodeAgentHoldsNoRBAC(t *testing.T) {
 				}
 			}
 		}
+		if delegators != 1 {
+			t.Errorf("%s: %d ClusterRoleBindings memifnet-node-auth-delegator, want 1 (--metrics-auth reviews tokens)", dir, delegators)
+		}
+		find(t, objs, "memifnet-metrics-reader", func(r *rbacv1.ClusterRole) string { return r.Name })
 	}
 }
 

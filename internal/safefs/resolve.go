@@ -59,12 +59,7 @@ func resolve(dirfd int, name string, flags int, mode uint32, p policy) (int, err
 	var fd int
 	var err error
 	if useOpenat2() {
-		for {
-			fd, err = unix.Openat2(dirfd, name, &unix.OpenHow{Flags: uint64(flags), Mode: uint64(mode), Resolve: p.resolveFlags()})
-			if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
-				break // EAGAIN: a concurrent rename elsewhere on the system; openat2 asks to retry
-			}
-		}
+		fd, err = openat2(dirfd, name, &unix.OpenHow{Flags: uint64(flags), Mode: uint64(mode), Resolve: p.resolveFlags()})
 	} else {
 		fd, err = walk(dirfd, name, flags, mode, p)
 	}
@@ -82,6 +77,31 @@ func resolve(dirfd int, name string, flags int, mode uint32, p policy) (int, err
 		return -1, unix.ELOOP
 	}
 	return fd, nil
+}
+
+// eagainTries bounds the attempts of an openat2 that fails EAGAIN. openat2 asks for a retry
+// with EAGAIN when a rename or mount elsewhere raced a scoped ".." lookup (rare, and over at once:
+// names here have no ".." at all), but EAGAIN is also EWOULDBLOCK, which an O_NONBLOCK open of a
+// file under a lease returns until the lease holder lets go, or the kernel's lease-break-time (45 s
+// by default) passes. A pod can take a lease on a file of its own, so retrying until success
+// would let it hold an agent in a loop; a few tries tell the two apart.
+const eagainTries = 4
+
+// openat2 is unix.Openat2, retried on EINTR and on EAGAIN at most eagainTries times (the last
+// error is returned: EWOULDBLOCK when a lease blocks the open).
+func openat2(dirfd int, name string, how *unix.OpenHow) (int, error) {
+	for again := 0; ; {
+		fd, err := unix.Openat2(dirfd, name, how)
+		switch {
+		case errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.EAGAIN):
+			if again++; again == eagainTries {
+				return fd, err
+			}
+		default:
+			return fd, err
+		}
+	}
 }
 
 // walk is resolve for kernels without openat2: one component at a time, each opened O_PATH with

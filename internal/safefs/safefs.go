@@ -397,6 +397,10 @@ func (d *Dir) explain(name, op string, err error) error {
 		return refused(p, "it leaves %s or crosses a mount point", d.path)
 	case errors.Is(err, unix.ENOTDIR):
 		return refused(p, "a component is not a directory")
+	case errors.Is(err, unix.EWOULDBLOCK):
+		// The one way an O_NONBLOCK open of a regular file would block: a lease, which its
+		// holder may keep until the kernel's lease-break-time.
+		return &os.PathError{Op: op + " (another process holds a lease on it)", Path: p, Err: err}
 	}
 	return &os.PathError{Op: op, Path: p, Err: err}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // holderEnv makes a test binary started by HoldFile the holder instead of running tests.
@@ -18,6 +20,10 @@ const holderEnv = "MEMIFNET_TESTUTIL_HOLD"
 const (
 	HoldFD      = "fd"      // an open descriptor
 	HoldMapping = "mapping" // a shared mapping of the whole file, the descriptor closed
+	// HoldLease: a write lease (fcntl F_SETLEASE F_WRLCK) on the open descriptor, never
+	// released on a break: until the kernel's lease-break-time (45 s by default) passes, every
+	// other open of the file blocks, or fails EWOULDBLOCK with O_NONBLOCK.
+	HoldLease = "lease"
 )
 
 // Holder is another process that keeps a file alive, as a pod that kept (or was passed) a
@@ -95,6 +101,14 @@ func runHolder(spec string) int {
 		defer syscall.Munmap(mem)
 	} else {
 		defer f.Close()
+	}
+	if how == HoldLease {
+		// The break is signalled with SIGIO, which the Go runtime ignores unless notified: the
+		// holder keeps the lease as a hostile pod would.
+		if _, err := unix.FcntlInt(f.Fd(), unix.F_SETLEASE, unix.F_WRLCK); err != nil {
+			fmt.Fprintln(os.Stderr, "holder: F_SETLEASE:", err)
+			return 1
+		}
 	}
 	fmt.Println("holding")
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the test closes our stdin

@@ -81,6 +81,7 @@ func (x *tier3) draRBAC(ctx context.Context, t *testing.T) {
 		"resourceclaims.resource.k8s.io [] [] [get]",
 		"resourceclaims.resource.k8s.io/status [] [] [update]",
 		"resourceslices.resource.k8s.io [] [] [list watch create update delete]",
+		metricsReviewRules[0], metricsReviewRules[1], // the base's, sorted after these
 	}
 	if !slices.Equal(extra, want) { // not fatal: the attacks below show what the rules allow
 		t.Errorf("under the DRA overlay memifnet-system/memifnet may, beyond every service account:\n  %s\nwant:\n  %s",

@@ -36,6 +36,10 @@ type kcLink struct {
 	Ends                                                              []struct {
 		Pod, Port, Role string
 		Wired           bool
+		Stats           *struct {
+			Up        bool
+			RxPackets float64
+		}
 	}
 }
 
@@ -125,18 +129,24 @@ func (x *tier3) kubectlPlugin(ctx context.Context, t *testing.T) {
 	if got["kc-rx"] != "east" || got["kc-tx"] != "west" {
 		t.Errorf("links -A: kc-link's ends %v, want kc-rx/east and kc-tx/west", got)
 	}
-	// The agent exports no per-port metrics yet (issue 21 part 1), and the API server does not
-	// proxy to this node's loopback pod IP: state and rates are "-", with the reason.
-	// The reason shows the agent was found and asked through the pod proxy.
-	if l.State != "" || !strings.Contains(notes, "unknown (-)") ||
-		!strings.Contains(l.StateUnknownReason, "address not allowed") && !strings.Contains(l.StateUnknownReason, "exports no per-port metrics") {
-		t.Errorf("links -A: state %q (reason %q), stderr %q: want no state and a reason", l.State, l.StateUnknownReason, notes)
+	// The agent's per-port metrics, read through a port-forward to the agent's loopback
+	// endpoint (the node-address one wants a token, issue 32 item 6): the link is up and kc-rx
+	// has received.
+	var rx float64
+	for _, e := range l.Ends {
+		if e.Pod == "kc-rx" && e.Stats != nil {
+			rx = e.Stats.RxPackets
+		}
+	}
+	if l.State != "up" || l.StateUnknownReason != "" || rx == 0 {
+		t.Errorf("links -A: state %q (reason %q), kc-rx received %v, stderr %q: want up, from the agent's metrics", l.State, l.StateUnknownReason, rx, notes)
 	}
 	table, _, err := x.memifnetPlugin(ctx, t, admin, "links", "-A")
-	if err != nil || !tableRow(table, kcNamespace, "kc-link", "device-plugin", "kc-rx/east", "kc-tx/west", cluster.NodeName, "Wired", "-") {
+	if err != nil || !tableRow(table, kcNamespace, "kc-link", "device-plugin", "kc-rx/east", "kc-tx/west", cluster.NodeName, "Wired", "up") {
 		t.Fatalf("links -A (table): %v\n%s", err, table)
 	}
-	x.logf("kubectl: links -A:\n%s  state: %s", table, l.StateUnknownReason)
+	x.logf("kubectl: links -A:\n%s", table)
+	x.scrapeAgentHTTPS(ctx, t)
 
 	// No slot: the scheduler's Insufficient memifnet.io/socket.
 	x.kubectlIn(ctx, t, strings.Replace(perfPod("kc-too-many", "east", "kc-none", "--mode=rx"),

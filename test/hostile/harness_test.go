@@ -96,7 +96,7 @@ func newNode(t *testing.T, o nodeOptions) *node {
 	must(t, os.WriteFile(cfg, []byte("socketSlots: 4\nslotLimits: {size: 256Ki, inodes: 32}\n"+
 		"pools:\n  - {name: hugepool, pageSize: 2Mi, unitSize: 4Mi, unitsPerNUMANode: 2}\n"), 0o644))
 	args := []string{"--config", cfg, "--kubelet-dir", n.kubeletDir, "--state-dir", n.stateDir,
-		"--devinfo-dir", filepath.Join(n.devinfoDir, "dp"), "--http-address", "", "--log-format", "text"}
+		"--devinfo-dir", filepath.Join(n.devinfoDir, "dp"), "--http-address", "", "--local-metrics-address", "", "--log-format", "text"}
 	if o.cdi {
 		n.cdiDir = filepath.Join(root, "cdi")
 		args = append(args, "--cdi-dir", n.cdiDir)

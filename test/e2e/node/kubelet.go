@@ -193,7 +193,7 @@ func (s *Stack) StartPlugin(ctx context.Context, config string, wantSlots int) e
 	start := time.Now()
 	p, err := Start("memif-deviceplugin", s.Path("logs", "deviceplugin.log"), s.Bin("memif-deviceplugin"),
 		"--config", s.Path("deviceplugin.yaml"), "--kubelet-dir", names.KubeletDir, "--state-dir", s.StateDir(),
-		"--devinfo-dir", filepath.Join(s.DevInfoDir(), "dp"), "--http-address", pluginHTTP,
+		"--devinfo-dir", filepath.Join(s.DevInfoDir(), "dp"), "--http-address", "", "--local-metrics-address", pluginHTTP,
 		"--reclaim-interval", "1s", "--log-format", "text")
 	if err != nil {
 		return err
@@ -213,7 +213,8 @@ func (s *Stack) StartPlugin(ctx context.Context, config string, wantSlots int) e
 	return err
 }
 
-// PluginMetric reads one sample of the plugin's /metrics, e.g.
+// PluginMetric reads one sample of the plugin's /metrics (its local plain-HTTP endpoint: this
+// stack has no API server to review tokens for the HTTPS one), e.g.
 // memifnet_deviceplugin_registrations_total{resource="memifnet.io/socket"}.
 func (s *Stack) PluginMetric(ctx context.Context, series string) (float64, error) {
 	b, err := httpGet(ctx, "http://"+pluginHTTP+"/metrics")

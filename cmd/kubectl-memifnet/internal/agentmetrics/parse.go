@@ -1,6 +1,6 @@
 // Package agentmetrics reads the node agent's per-port metrics (memifnet_port_*, labelled
-// namespace, pod, port and link) from its Prometheus endpoint, through the API server's pod
-// proxy, so that a user needs RBAC only (no network path to the node). An agent that does not
+// namespace, pod, port and link) from its local Prometheus endpoint through a port-forward to the
+// agent pod, so that a user needs RBAC only (no network path to the node). An agent that does not
 // export them, or that the user may not reach, gives no numbers and a reason, never an error:
 // the plugin then shows "-".
 package agentmetrics

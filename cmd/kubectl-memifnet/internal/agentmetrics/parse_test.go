@@ -2,19 +2,9 @@ package agentmetrics
 
 import (
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/serializer/json"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 )
 
 // exposition is what an agent with per-port metrics serves, as client_golang writes it, with
@@ -110,78 +100,5 @@ func TestRate(t *testing.T) {
 	}
 	if _, ok := Rate(a, b, Key{"ns", "p", "west"}); ok {
 		t.Error("a missing port gave a rate")
-	}
-}
-
-// TestProxyPath reads an agent's metrics the way the API server's pod proxy serves them. The
-// e2e cluster cannot show this path (its API server refuses to proxy to the node's loopback pod
-// IP, and the agent exports no per-port metrics yet), so an HTTP server plays the API server's
-// two endpoints, with real API objects: the list of agent pods and the proxied /metrics.
-func TestProxyPath(t *testing.T) {
-	agent := corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "memifnet-node-x", Namespace: "memifnet-system"},
-		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "deviceplugin",
-			Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9200}}}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
-	}
-	var gotSelector, gotField string
-	body := exposition
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/api/v1/namespaces/memifnet-system/pods":
-			gotSelector, gotField = r.URL.Query().Get("labelSelector"), r.URL.Query().Get("fieldSelector")
-			w.Header().Set("Content-Type", "application/json")
-			enc := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{})
-			list := &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: []corev1.Pod{agent}}
-			if err := enc.Encode(list, w); err != nil {
-				t.Error(err)
-			}
-		case "/api/v1/namespaces/memifnet-system/pods/http:memifnet-node-x:9200/proxy/metrics":
-			_, _ = w.Write([]byte(body))
-		case "/api/v1/namespaces/memifnet-system/pods/http:memifnet-node-x:9201/proxy/metrics":
-			// What kube-apiserver answers for a pod IP it will not proxy to (a loopback one): a
-			// Status, in protobuf for a client that prefers it.
-			st := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
-				Message: "address not allowed", Reason: metav1.StatusReasonBadRequest, Code: http.StatusBadRequest}
-			w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
-			w.WriteHeader(http.StatusBadRequest)
-			if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(st, w); err != nil {
-				t.Error(err)
-			}
-		case "/api/v1/namespaces/memifnet-system/pods/http:memifnet-node-x:9202/proxy/metrics":
-			http.Error(w, "no endpoints available", http.StatusServiceUnavailable)
-		default:
-			http.Error(w, "not found: "+r.URL.Path, http.StatusNotFound)
-		}
-	}))
-	defer srv.Close()
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := Proxy{Client: cs, Namespace: "memifnet-system", Selector: "app.kubernetes.io/name=memifnet-node"}
-	snap, err := p.Scrape(t.Context(), "n1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if gotSelector != p.Selector || gotField != "spec.nodeName=n1" {
-		t.Errorf("agent lookup: labelSelector %q fieldSelector %q", gotSelector, gotField)
-	}
-	if c := snap.Ports[Key{"ns", "rx", "east"}]; !c.Up || c.RxPackets != 1.5e6 {
-		t.Errorf("scraped %+v", snap.Ports)
-	}
-	agent.Spec.Containers[0].Ports[0].ContainerPort = 9201
-	_, err = p.Scrape(t.Context(), "n1")
-	if err == nil || !strings.Contains(err.Error(), "address not allowed") {
-		t.Errorf("a refused proxy: %v; want the API server's reason", err)
-	}
-	agent.Spec.Containers[0].Ports[0].ContainerPort = 9202
-	if _, err := p.Scrape(t.Context(), "n1"); err == nil || !strings.Contains(err.Error(), "no endpoints available") {
-		t.Errorf("a plain-text refusal: %v; want its text", err)
-	}
-	agent.Spec.Containers[0].Ports[0].ContainerPort = 9200
-	body = "memifnet_deviceplugin_registered{resource=\"memifnet.io/socket\"} 1\n" // today's agent
-	if _, err := p.Scrape(t.Context(), "n1"); err == nil || !strings.Contains(err.Error(), "exports no per-port metrics") {
-		t.Errorf("an agent without per-port metrics: %v", err)
 	}
 }

@@ -1,19 +1,9 @@
 package agentmetrics
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
 	"strings"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // The per-port metrics the node agent exports (issue 21 part 1), labelled namespace, pod, port
@@ -85,89 +75,6 @@ func IsPortMetric(name string) bool { return strings.HasPrefix(name, "memifnet_p
 // run there, the user may not reach it, it exports no per-port metrics); callers show "-".
 type Source interface {
 	Scrape(ctx context.Context, node string) (Snapshot, error)
-}
-
-// Proxy reads the agent's /metrics through the API server's pod proxy
-// (GET /api/v1/namespaces/<ns>/pods/<agent>:<port>/proxy/metrics). RBAC the user needs, in the
-// agent's namespace only: list pods (to find the node's agent) and get pods/proxy.
-type Proxy struct {
-	Client    kubernetes.Interface
-	Namespace string // the agent's namespace, memifnet-system
-	Selector  string // the agent pods' label selector
-}
-
-// DefaultPort is the agent's --http-address port, used when its pod names no "metrics" port.
-const DefaultPort = 9102
-
-// Scrape implements Source.
-func (p Proxy) Scrape(ctx context.Context, node string) (Snapshot, error) {
-	pods, err := p.Client.CoreV1().Pods(p.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: p.Selector, FieldSelector: "spec.nodeName=" + node})
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("finding the node agent in %s: %w", p.Namespace, err)
-	}
-	var agent *corev1.Pod
-	for i := range pods.Items {
-		if pods.Items[i].Status.Phase == corev1.PodRunning {
-			agent = &pods.Items[i]
-		}
-	}
-	if agent == nil {
-		return Snapshot{}, fmt.Errorf("no running node agent (%s) on node %s in %s", p.Selector, node, p.Namespace)
-	}
-	body, err := p.Client.CoreV1().Pods(p.Namespace).ProxyGet("http", agent.Name, strconv.Itoa(metricsPort(agent)), "metrics", nil).DoRaw(ctx)
-	if err != nil {
-		if apierrors.IsForbidden(err) {
-			return Snapshot{}, fmt.Errorf("pods/proxy of %s/%s is forbidden: %w", p.Namespace, agent.Name, err)
-		}
-		return Snapshot{}, fmt.Errorf("reading %s/%s's metrics through the API server: %w%s", p.Namespace, agent.Name, err, reason(body, err))
-	}
-	at := time.Now()
-	samples, err := Parse(bytes.NewReader(body), IsPortMetric)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("%s/%s's metrics: %w", p.Namespace, agent.Name, err)
-	}
-	if len(samples) == 0 {
-		return Snapshot{}, fmt.Errorf("node agent %s/%s exports no per-port metrics (%s...)", p.Namespace, agent.Name, MetricUp)
-	}
-	return FromSamples(at, samples), nil
-}
-
-// reason is what the API server said beyond the status code, e.g. the pod proxy's "address
-// not allowed" (it proxies only to global unicast pod IPs). client-go keeps a plain-text answer
-// as a cause; a Status (JSON or protobuf, as the API server encodes it for this client) it does
-// not decode on a raw request, so the body is decoded here.
-func reason(body []byte, err error) string {
-	if obj, _, derr := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil); derr == nil {
-		if st, ok := obj.(*metav1.Status); ok && strings.TrimSpace(st.Message) != "" {
-			return ": " + strings.TrimSpace(st.Message)
-		}
-	}
-	var st apierrors.APIStatus
-	if !errors.As(err, &st) || st.Status().Details == nil {
-		return ""
-	}
-	var msgs []string
-	for _, c := range st.Status().Details.Causes {
-		if m := strings.TrimSpace(c.Message); m != "" && m != "unknown" {
-			msgs = append(msgs, m)
-		}
-	}
-	if len(msgs) == 0 {
-		return ""
-	}
-	return ": " + strings.Join(msgs, "; ")
-}
-
-func metricsPort(pod *corev1.Pod) int {
-	for _, c := range pod.Spec.Containers {
-		for _, cp := range c.Ports {
-			if cp.Name == "metrics" {
-				return int(cp.ContainerPort)
-			}
-		}
-	}
-	return DefaultPort
 }
 
 // Rates are per-second rates of a port between two snapshots.

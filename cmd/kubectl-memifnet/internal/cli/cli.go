@@ -138,7 +138,7 @@ func newEnv(cc clientcmd.ClientConfig, o opts, stdout, stderr io.Writer) (*env, 
 		return nil, err
 	}
 	return &env{opts: o, cs: cs, namespace: ns, out: stdout, errw: stderr,
-		metrics: agentmetrics.Proxy{Client: cs, Namespace: o.agentNS, Selector: AgentSelector}}, nil
+		metrics: agentmetrics.PortForward{Client: cs, Config: rc, Namespace: o.agentNS, Selector: AgentSelector}}, nil
 }
 
 // note tells the user on stderr what could not be read, so stdout stays the table.

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -45,11 +43,19 @@ type Options struct {
 	SysfsRoot  string // /sys
 	DevinfoDir string // devinfo.DefaultDir
 	CDIDir     string // empty: no CDI, Allocate returns mounts
-	HTTPAddr   string // empty: no HTTP endpoints
+	// HTTPAddr is the node address of the HTTPS endpoints (/healthz, /readyz, and /metrics
+	// when MetricsAuth); empty: none. TLSCertFile and TLSKeyFile are its certificate, empty: a
+	// self-signed one made at start. LocalMetricsAddr is the loopback address of the plain HTTP
+	// endpoints (/metrics too, unauthenticated); empty: none. http.go says why.
+	HTTPAddr                string
+	TLSCertFile, TLSKeyFile string
+	MetricsAuth             bool // /metrics on HTTPAddr for authorized tokens; false: not there
+	LocalMetricsAddr        string
 	// NodeName is the node's name, for the DRA driver's ResourceSlices (config dra.enabled).
 	NodeName string
-	// KubeClient makes the DRA driver's API client (config dra.enabled) and the one that watches
-	// DaemonSet; nil: in-cluster config.
+	// KubeClient makes the DRA driver's API client (config dra.enabled), the one that watches
+	// DaemonSet and the one that reviews the tokens of /metrics (MetricsAuth); nil: in-cluster
+	// config.
 	KubeClient func() (kubernetes.Interface, error)
 	// DaemonSet is the agent's own DaemonSet, namespace/name: when it is deleted (memifnet is
 	// uninstalled), the agent cleans the node as it stops (package owner). Empty: the agent never
@@ -106,6 +112,8 @@ type Daemon struct {
 	draDriver atomic.Pointer[dra.Driver]
 	running   sync.WaitGroup
 	started   time.Time
+	// the endpoints' bound addresses (HTTPAddrs)
+	secureAddr, localAddr atomic.Pointer[string]
 }
 
 // New builds providers and resources: creates slot directories, mounts
@@ -114,6 +122,9 @@ func New(opts Options) (*Daemon, error) {
 	opts.defaults()
 	if err := opts.Config.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := opts.checkHTTP(); err != nil {
+		return nil, err
 	}
 	nodes, err := numa.Nodes(opts.SysfsRoot)
 	if err != nil {
@@ -237,19 +248,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 func (d *Daemon) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var httpSrv *http.Server
-	if d.opts.HTTPAddr != "" {
-		lis, err := net.Listen("tcp", d.opts.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("http listen: %w", err)
-		}
-		httpSrv = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 5 * time.Second}
-		d.goRun(func() {
-			if err := httpSrv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				d.opts.Log.Error("http", "err", err)
-			}
-		})
-		d.opts.Log.Info("http endpoints", "addr", lis.Addr().String())
+	stopHTTP, err := d.startHTTP()
+	defer stopHTTP()
+	if err != nil {
+		return err
 	}
 	var rcl []podresources.Reclaimer
 	for i, r := range d.resources {
@@ -272,11 +274,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	}
 
 	<-ctx.Done()
-	if httpSrv != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = httpSrv.Shutdown(sctx)
-		scancel()
-	}
+	stopHTTP()
 	d.running.Wait()
 	d.opts.Log.Info("stopped")
 	return nil
@@ -344,22 +342,4 @@ func (d *Daemon) goRun(fn func()) {
 		defer d.running.Done()
 		fn()
 	}()
-}
-
-// Handler serves /metrics, /healthz (the process serves) and /readyz
-// (every resource is registered with the kubelet).
-func (d *Daemon) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", d.metricsHandler(d.registry()))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !d.Ready() {
-			http.Error(w, "not registered with the kubelet", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	return mux
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/pkg/memif/portstatus"
 )
 
@@ -104,5 +105,43 @@ func TestPorts(t *testing.T) {
 		got[1].Port != "west" || got[1].Slot != "dra-slot-001" || got[0].Link == "" || got[0].Link != got[1].Link ||
 		got[0].Claim != c.Name || got[1].Claim != c.Name {
 		t.Fatalf("ports %+v", got)
+	}
+}
+
+// TestLinkReadyWithLeasedStatusFile: a pod holds a write lease on its status file (another
+// process, never giving it up); the link sync still ends within a bound, that device's
+// LinkReady says its file is unreadable and the other device's link state is reported.
+func TestLinkReadyWithLeasedStatusFile(t *testing.T) {
+	e := newEnv(t)
+	d := e.deviceState(t)
+	c := claim("uid-l", "link", linkAllocs)
+	client := fake.NewClientset(c)
+	p := &Driver{state: d, client: client, log: d.opts.Log}
+	ctx := context.Background()
+	if res, err := p.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c}); err != nil || res["uid-l"].Err != nil {
+		t.Fatalf("prepare: %v %v", err, res["uid-l"].Err)
+	}
+	up := portstatus.Status{Version: portstatus.Version, Port: "east", State: portstatus.StateUp, Time: time.Now(), IntervalSeconds: 5, LinkUps: 1}
+	writeStatus(t, e, "dra-slot-000", up)
+	up.Port = "west"
+	writeStatus(t, e, "dra-slot-001", up)
+	testutil.HoldFile(t, filepath.Join(e.slots.Dir("dra-slot-000"), portstatus.File), testutil.HoldLease)
+	done := make(chan struct{})
+	go func() { p.SyncLinks(ctx, map[string]metav1.Condition{}); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the link sync is still going after 5 s with one status file leased")
+	}
+	got, err := client.ResourceV1().ResourceClaims("ns1").Get(ctx, "link", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ reason, msg string }{{ReasonBadStatusFile, "unreadable"}, {ReasonLinkUp, "connected"}}
+	for i, w := range want {
+		l := meta.FindStatusCondition(got.Status.Devices[i].Conditions, ConditionLinkReady)
+		if l == nil || l.Reason != w.reason || !strings.Contains(l.Message, w.msg) {
+			t.Fatalf("device %d: LinkReady %+v, want %s (%q)", i, l, w.reason, w.msg)
+		}
 	}
 }

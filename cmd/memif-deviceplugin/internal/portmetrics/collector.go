@@ -1,6 +1,7 @@
 package portmetrics
 
 import (
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -35,18 +36,31 @@ type Collector struct {
 	ports    Source
 	log      *slog.Logger
 	now      func() time.Time
+	budget   time.Duration // PassBudget (tests change it)
 
+	// pass is held by the one pass over the files at a time; mu only while the cache below is
+	// read or replaced, never across file I/O, so that a scrape never queues behind a pass
+	// when there are readings to serve.
+	pass     sync.Mutex
 	mu       sync.Mutex
 	readAt   time.Time
 	readings []Reading
-	last     map[string]string // slot -> the reason of its last reading, to log changes only
+	last     map[string]string // slot -> the reason of its last reading, to log changes only (pass)
 	errors   *prometheus.CounterVec
 }
+
+// PassBudget bounds one pass over the status files: the ports not yet read when it is spent
+// count as unreadable for this pass. Each read is bounded on its own (no open blocks, at most
+// 4 KiB read), so this only caps a node with very many ports or a stalled disk.
+const PassBudget = 5 * time.Second
+
+// errPassBudget is the error of a port the pass had no time left for.
+var errPassBudget = errors.New("not read: the pass over the status files took longer than its budget")
 
 // New returns a Collector of the status files of the ports that ports lists, in their slots
 // under slotsDir (<state>/sockets).
 func New(slotsDir string, ports Source, log *slog.Logger) *Collector {
-	return &Collector{slotsDir: slotsDir, ports: ports, log: log, now: time.Now, last: map[string]string{},
+	return &Collector{slotsDir: slotsDir, ports: ports, log: log, now: time.Now, budget: PassBudget, last: map[string]string{},
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "memifnet_port_status_errors_total",
 			Help: "Status files (<slot>/status.json) that gave no status, by why: refused (not a regular file, or too large), invalid, unreadable."},
 			[]string{"reason"})}
@@ -96,22 +110,51 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.errors.Collect(ch)
 }
 
-// Readings returns every port's status, read at most MinInterval ago.
+// Readings returns every port's status, read at most MinInterval ago. While a pass is under
+// way, a caller that has earlier readings gets those instead of waiting.
 func (c *Collector) Readings() []Reading {
+	if rs, fresh := c.cached(); fresh {
+		return rs
+	}
+	if !c.pass.TryLock() {
+		if rs, _ := c.cached(); rs != nil {
+			return rs
+		}
+		c.pass.Lock() // the first pass: nothing to serve before it ends
+	}
+	defer c.pass.Unlock()
+	if rs, fresh := c.cached(); fresh {
+		return rs // another caller's pass ended meanwhile
+	}
+	now := c.now()
+	rs := c.read(now)
+	c.mu.Lock()
+	c.readings, c.readAt = rs, now
+	c.mu.Unlock()
+	return rs
+}
+
+// cached returns the last readings and whether they are fresh.
+func (c *Collector) cached() ([]Reading, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.now()
-	if c.readings != nil && now.Sub(c.readAt) < MinInterval {
-		return c.readings
-	}
+	return c.readings, c.readings != nil && c.now().Sub(c.readAt) < MinInterval
+}
+
+// read is one pass over every port's status file (c.pass held).
+func (c *Collector) read(now time.Time) []Reading {
 	ports, err := c.ports()
 	if err != nil {
 		c.log.Warn("port metrics: listing the node's ports", "err", err)
 	}
+	deadline := time.Now().Add(c.budget)
 	rs := make([]Reading, 0, len(ports))
 	seen := map[string]string{}
 	for _, p := range ports {
-		r := Read(c.slotsDir, p, now)
+		r := Reading{Port: p, Reason: ReasonUnreadable, Err: errPassBudget}
+		if time.Now().Before(deadline) {
+			r = Read(c.slotsDir, p, now)
+		}
 		rs = append(rs, r)
 		seen[p.Slot] = r.Reason
 		if r.Reason != "" && r.Reason != ReasonMissing {
@@ -121,7 +164,7 @@ func (c *Collector) Readings() []Reading {
 			c.log.Warn("port metrics: status file gives no status", "namespace", p.Namespace, "pod", p.Pod, "port", p.Port, "reason", r.Reason, "err", r.Err)
 		}
 	}
-	c.last, c.readings, c.readAt = seen, rs, now
+	c.last = seen
 	return rs
 }
 

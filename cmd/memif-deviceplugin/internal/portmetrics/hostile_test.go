@@ -2,6 +2,7 @@ package portmetrics
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/sys/unix"
 
+	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/pkg/memif/portstatus"
 )
 
@@ -104,5 +106,94 @@ func TestSlotNotMounted(t *testing.T) {
 	}
 	if r := Read(n.slotsDir, pair[0], start); r.Reason != ReasonMissing || r.Err != nil {
 		t.Fatalf("no file: reason %q, err %v; want %q and no error", r.Reason, r.Err, ReasonMissing)
+	}
+}
+
+// leaseBound is how long a pass may take with a leased status file among the others: far
+// under the kernel's lease-break-time (45 s), for which the old reader retried the open.
+const leaseBound = 5 * time.Second
+
+// TestLeasedStatusFile: a pod takes a write lease on its own status file (another process,
+// as the pod is) and never gives it up. The agent's open fails EWOULDBLOCK; the pass still
+// ends within leaseBound, the leased file counts as unreadable, and the other port is exported.
+func TestLeasedStatusFile(t *testing.T) {
+	n := newNode(t, "slot-000", "slot-001")
+	now := start
+	c, reg := collector(n, pair, &now)
+	n.write("slot-000", status("p0", portstatus.StateUp, 5))
+	n.write("slot-001", status("p0", portstatus.StateUp, 5))
+	testutil.HoldFile(t, n.path("slot-000"), testutil.HoldLease)
+	for pass := range 2 {
+		began := time.Now()
+		done := make(chan []Reading, 1)
+		go func() { done <- c.Readings() }()
+		var rs []Reading
+		select {
+		case rs = <-done:
+		case <-time.After(leaseBound):
+			t.Fatalf("pass %d: reading the status files with one leased is still going after %v", pass, leaseBound)
+		}
+		t.Logf("pass %d took %v", pass, time.Since(began))
+		if rs[0].Reason != ReasonUnreadable || !errors.Is(rs[0].Err, unix.EWOULDBLOCK) {
+			t.Fatalf("leased file: reason %q (%v), want %q and EWOULDBLOCK", rs[0].Reason, rs[0].Err, ReasonUnreadable)
+		}
+		if !rs[1].Up() {
+			t.Fatalf("the good port beside it: %+v", rs[1])
+		}
+		if got := promtest.ToFloat64(c.errors.WithLabelValues(ReasonUnreadable)); got != float64(pass+1) {
+			t.Fatalf("errors{reason=unreadable} = %v after pass %d", got, pass)
+		}
+		if got, err := promtest.GatherAndCount(reg, "memifnet_port_up"); err != nil || got != 1 {
+			t.Fatalf("%d memifnet_port_up series (%v), want the good port's only", got, err)
+		}
+		now = now.Add(MinInterval)
+	}
+}
+
+// TestScrapeDoesNotWaitForAPass: while a pass is under way (here held in listing the ports), a
+// scrape gets the previous readings at once instead of queueing behind it.
+func TestScrapeDoesNotWaitForAPass(t *testing.T) {
+	n := newNode(t, "slot-000", "slot-001")
+	n.write("slot-000", status("p0", portstatus.StateUp, 5))
+	n.write("slot-001", status("p0", portstatus.StateUp, 5))
+	now := start
+	c, _ := collector(n, pair, &now)
+	first := c.Readings()
+	entered, release := make(chan struct{}), make(chan struct{})
+	c.ports = func() ([]Port, error) { close(entered); <-release; return pair, nil }
+	now = now.Add(MinInterval)
+	slow := make(chan []Reading, 1)
+	go func() { slow <- c.Readings() }()
+	<-entered
+	done := make(chan []Reading, 1)
+	go func() { done <- c.Readings() }()
+	select {
+	case rs := <-done:
+		if len(rs) != 2 || &rs[0] != &first[0] {
+			t.Fatalf("a scrape during a pass got %+v, want the previous readings", rs)
+		}
+	case <-time.After(leaseBound):
+		t.Fatal("a scrape waits for the pass under way")
+	}
+	close(release)
+	if rs := <-slow; len(rs) != 2 || !rs[0].Up() || !rs[1].Up() {
+		t.Fatalf("the pass: %+v", rs)
+	}
+}
+
+// TestPassBudget: the ports a pass has no time left for count as unreadable, with a reason.
+func TestPassBudget(t *testing.T) {
+	n := newNode(t, "slot-000", "slot-001")
+	n.write("slot-000", status("p0", portstatus.StateUp, 5))
+	now := start
+	c, _ := collector(n, pair, &now)
+	c.budget = 0
+	for _, r := range c.Readings() {
+		if r.Reason != ReasonUnreadable || !errors.Is(r.Err, errPassBudget) {
+			t.Fatalf("%s: reason %q (%v), want unreadable: over the budget", r.Slot, r.Reason, r.Err)
+		}
+	}
+	if got := promtest.ToFloat64(c.errors.WithLabelValues(ReasonUnreadable)); got != 2 {
+		t.Fatalf("errors{reason=unreadable} = %v, want 2", got)
 	}
 }
