@@ -131,10 +131,8 @@ func (a *attachment) publish(slot *safefs.Dir, i int, spec portspec.PortSpec) er
 	if err := devinfo.Write(p.DevInfo, info); err != nil {
 		return err
 	}
-	if i == 0 && a.rec.DeviceInfoFile != "" {
-		if err := devinfo.Write(a.rec.DeviceInfoFile, info); err != nil {
-			return err
-		}
+	if err := a.publishRuntimeDevInfo(i, info); err != nil {
+		return err
 	}
 	failpoint.Hit("devinfo")
 	if p.HostDesc != "" {
@@ -144,6 +142,22 @@ func (a *attachment) publish(slot *safefs.Dir, i int, spec portspec.PortSpec) er
 		failpoint.Hit("hostdesc")
 	}
 	return nil
+}
+
+// publishRuntimeDevInfo fills the runtime's CNIDeviceInfoFile, which holds one device: Multus
+// copies it into the network-status entry of every interface the attachment returns. With one
+// port it describes that port; with several it is removed (whatever Multus copied there from
+// the device plugin included), so that no port's entry shows another port's socket: each port's
+// own file (devinfo.CNIPath) describes it.
+func (a *attachment) publishRuntimeDevInfo(i int, info devinfo.Info) error {
+	switch {
+	case a.rec.DeviceInfoFile == "" || i > 0:
+		return nil
+	case len(a.rec.Ports) == 1:
+		return devinfo.Write(a.rec.DeviceInfoFile, info)
+	default:
+		return devinfo.Remove(a.rec.DeviceInfoFile)
+	}
 }
 
 // writePortSpec writes port.json into the pod's slot (cmd/internal/slotwire).
