@@ -5,7 +5,8 @@
 //     bin dir (atomically, so a runtime never executes a half-written file; the helper first, so
 //     a new plugin never runs without it);
 //   - with --chain: appends the memif-cni entry to the node's primary CNI configuration (the
-//     first file by name in --cni-conf-dir), the path where the runtime passes pod annotations;
+//     first file by name in --cni-conf-dir, which it logs), the path where the runtime passes pod
+//     annotations; Multus's own configuration is refused (use a NetworkAttachmentDefinition);
 //   - with --wait (a sidecar: an init container with restartPolicy Always): stays up, puts the
 //     entry back when the primary plugin rewrites its configuration, and on SIGTERM (the
 //     DaemonSet is deleted) takes the entry out again;
@@ -80,8 +81,12 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		return err
 	}
 	log.Info("installed memif-cni", "path", filepath.Join(o.binDir, "memif-cni"))
-	if err := refresh(o, log); err != nil {
+	primary, err := refresh(o, log)
+	if err != nil {
 		return err
+	}
+	if primary != "" {
+		log.Info("memif-cni is chained in the primary CNI configuration", "file", primary)
 	}
 	if !o.wait {
 		return nil
@@ -96,7 +101,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 			}
 			return nil
 		case <-t.C:
-			if err := refresh(o, log); err != nil {
+			if _, err := refresh(o, log); err != nil {
 				// Keep running: the primary plugin may be rewriting its file right now.
 				log.Warn("check failed; retrying", "err", err)
 			}
@@ -104,20 +109,26 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 }
 
-// refresh chains the entry into the primary configuration when it is missing there.
-func refresh(o options, log *slog.Logger) error {
+// refresh chains the entry into the primary configuration when it is missing there, and returns
+// the file that holds it ("" without --chain). The primary is the runtime's: the first file by
+// name in the conf dir; Multus's is refused (conflist.MultusError).
+func refresh(o options, log *slog.Logger) (string, error) {
 	if !o.chain {
-		return nil
+		return "", nil
 	}
 	primary, err := conflist.Primary(o.confDir)
 	if err != nil {
-		return err
+		return "", err
 	}
 	wrote, err := conflist.InstallFile(primary, []byte(o.plugin))
-	if err == nil && wrote != "" {
-		log.Info("chained memif-cni into the primary CNI configuration", "file", wrote)
+	if err != nil {
+		return "", err
 	}
-	return err
+	if wrote == "" {
+		return primary, nil
+	}
+	log.Info("chained memif-cni into the primary CNI configuration", "file", wrote)
+	return wrote, nil
 }
 
 func uninstall(o options, log *slog.Logger) error {

@@ -151,3 +151,41 @@ func TestChainWithoutPrimaryFails(t *testing.T) {
 		t.Errorf("want a failure naming the missing configuration; got %v\n%s", err, out)
 	}
 }
+
+// A node where Multus's configuration is first by name (Multus installed as the primary plugin,
+// thin or thick, as on OpenShift): the installer does not chain into it, fails naming the file
+// and the way that works (a NetworkAttachmentDefinition), and leaves every file as it was.
+func TestChainRefusesMultusPrimary(t *testing.T) {
+	bin := build(t)
+	for typ, conf := range map[string]string{
+		"multus":      `{"cniVersion":"0.3.1","name":"multus-cni-network","type":"multus","kubeconfig":"/etc/cni/net.d/multus.d/multus.kubeconfig","delegates":[{"cniVersion":"0.3.1","name":"k8s-pod-network","plugins":[{"type":"calico"}]}]}`,
+		"multus-shim": `{"cniVersion":"0.3.1","name":"multus-cni-network","type":"multus-shim","socketDir":"/host/run/multus/"}`,
+	} {
+		t.Run(typ, func(t *testing.T) {
+			host := t.TempDir()
+			src := filepath.Join(host, "src")
+			os.WriteFile(src, []byte("x"), 0o755)
+			confDir := filepath.Join(host, "net.d")
+			os.MkdirAll(confDir, 0o755)
+			files := map[string]string{"00-multus.conf": conf, "10-calico.conflist": calico}
+			for n, c := range files {
+				os.WriteFile(filepath.Join(confDir, n), []byte(c), 0o644)
+			}
+			out, err := exec.Command(bin, "--source", src, "--helper-source", src, "--cni-bin-dir", filepath.Join(host, "bin"),
+				"--cni-conf-dir", confDir, "--chain").CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "00-multus.conf is Multus's configuration") ||
+				!strings.Contains(string(out), `\"`+typ+`\"`) || !strings.Contains(string(out), "NetworkAttachmentDefinition") {
+				t.Errorf("want a failure naming Multus's file, its type and the NAD; got %v\n%s", err, out)
+			}
+			ents, _ := os.ReadDir(confDir)
+			if len(ents) != len(files) {
+				t.Errorf("conf dir holds %d entries, want the %d it had", len(ents), len(files))
+			}
+			for n, c := range files {
+				if b, err := os.ReadFile(filepath.Join(confDir, n)); err != nil || string(b) != c {
+					t.Errorf("%s changed: %q %v", n, b, err)
+				}
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -250,9 +251,40 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 	return safefs.WriteFile(path, data, mode, safefs.WriteOptions{Durable: true})
 }
 
+// MultusTypes are the plugin types of Multus's own configuration: the thin plugin's, and the
+// shim the thick plugin's daemon writes.
+var MultusTypes = []string{"multus", "multus-shim"}
+
+// MultusError says the primary configuration is Multus's. memif-cni is not chained there: Multus
+// (or, on OpenShift, the cluster network operator) owns and rewrites that file, and every pod's
+// memif ports would be wired outside Multus's view; memif-cni goes in a NetworkAttachmentDefinition.
+type MultusError struct {
+	File, Type string
+}
+
+func (e *MultusError) Error() string {
+	return fmt.Sprintf("%s is Multus's configuration (plugin type %q): memif-cni is not chained into it; "+
+		"attach memif-cni through a NetworkAttachmentDefinition instead (manifests/overlays/multus, docs/cni.md)", e.File, e.Type)
+}
+
+// multusType returns the first Multus plugin type of data, or "".
+func multusType(data []byte) string {
+	c, err := parse(data)
+	if err != nil {
+		return ""
+	}
+	for _, p := range c.plugins {
+		if t := typeOf(p); slices.Contains(MultusTypes, t) {
+			return t
+		}
+	}
+	return ""
+}
+
 // InstallFile chains plugin into the primary configuration file. A single-plugin .conf becomes
 // <name>.conflist (and the .conf goes), as the runtime only reads lists from .conflist files.
-// It returns the file written, or "" when nothing had to change.
+// It returns the file written, or "" when nothing had to change. It refuses Multus's own
+// configuration (*MultusError) and leaves it as it is.
 func InstallFile(path string, plugin []byte) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -261,6 +293,9 @@ func InstallFile(path string, plugin []byte) (string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return "", err
+	}
+	if t := multusType(data); t != "" {
+		return "", &MultusError{File: path, Type: t}
 	}
 	out, changed, err := Insert(data, plugin)
 	if err != nil {
