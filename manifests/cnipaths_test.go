@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,6 +16,7 @@ import (
 // cniPaths are the node's CNI directories each components/cni-paths/<distribution> sets.
 var cniPaths = map[string]struct{ bin, conf string }{
 	"kubeadm":   {"/opt/cni/bin", "/etc/cni/net.d"},
+	"rke2":      {"/opt/cni/bin", "/etc/cni/net.d"},
 	"k3s":       {"/var/lib/rancher/k3s/data/cni", "/var/lib/rancher/k3s/agent/etc/cni/net.d"},
 	"openshift": {"/var/lib/cni/bin", "/etc/kubernetes/cni/net.d"},
 }
@@ -102,20 +104,79 @@ func checkCNIFlags(t *testing.T, spec corev1.PodSpec, chained bool) {
 }
 
 // The kubeadm component is what every overlay renders without one (but for the order of the
-// DaemonSet's volumes, which a strategic merge patch changes).
+// DaemonSet's volumes, which a strategic merge patch changes, and the NAD config's spacing).
 func TestCNIPathsKubeadmIsDefault(t *testing.T) {
 	for _, overlay := range []string{"overlays/chained", "overlays/multus", "overlays/dra"} {
-		if !reflect.DeepEqual(sortVolumes(buildWith(t, overlay, "kubeadm")), sortVolumes(build(t, overlay))) {
+		if !reflect.DeepEqual(normalize(buildWith(t, overlay, "kubeadm")), normalize(build(t, overlay))) {
 			t.Errorf("%s with components/cni-paths/kubeadm differs from %s alone", overlay, overlay)
 		}
 	}
 }
 
-func sortVolumes(objs []any) []any {
+func normalize(objs []any) []any {
 	for _, o := range objs {
+		if n, ok := o.(*nadObject); ok {
+			var v any
+			if err := json.Unmarshal([]byte(n.Spec.Config), &v); err == nil {
+				b, _ := json.Marshal(v)
+				n.Spec.Config = string(b)
+			}
+		}
 		if ds, ok := o.(*appsv1.DaemonSet); ok {
 			slices.SortFunc(ds.Spec.Template.Spec.Volumes, func(a, b corev1.Volume) int { return strings.Compare(a.Name, b.Name) })
 		}
 	}
 	return objs
+}
+
+// kubeconfigs are the kubelet's kubeconfig of each distribution, which the component puts in the
+// Multus overlay's NetworkAttachmentDefinition.
+var kubeconfigs = map[string]string{
+	"kubeadm":   "/etc/kubernetes/kubelet.conf",
+	"rke2":      "/var/lib/rancher/rke2/agent/kubelet.kubeconfig",
+	"k3s":       "/var/lib/rancher/k3s/agent/kubelet.kubeconfig",
+	"openshift": "/var/lib/kubelet/kubeconfig",
+}
+
+// nadConfig returns the memif-cni entry of the build's NetworkAttachmentDefinition and the rest
+// of its config.
+func nadConfig(t *testing.T, objs []any) (kubeconfig string, rest map[string]any) {
+	t.Helper()
+	for _, o := range objs {
+		if n, ok := o.(*nadObject); ok {
+			if err := json.Unmarshal([]byte(n.Spec.Config), &rest); err != nil {
+				t.Fatalf("NAD config: %v", err)
+			}
+			plugins, _ := rest["plugins"].([]any)
+			if len(plugins) != 1 {
+				t.Fatalf("NAD plugins: %v", rest["plugins"])
+			}
+			p, _ := plugins[0].(map[string]any)
+			kubeconfig, _ = p["kubeconfig"].(string)
+			delete(p, "kubeconfig")
+			return kubeconfig, rest
+		}
+	}
+	t.Fatal("no NetworkAttachmentDefinition")
+	return "", nil
+}
+
+// TestCNIPathsKubeconfig: under Multus each component names its distribution's kubelet
+// kubeconfig in the NAD, whose config is otherwise the overlay's (the component restates it).
+func TestCNIPathsKubeconfig(t *testing.T) {
+	if len(kubeconfigs) != len(cniPaths) {
+		t.Fatalf("components %v, kubeconfigs %v", cniPaths, kubeconfigs)
+	}
+	_, want := nadConfig(t, build(t, "overlays/multus"))
+	for dist, kc := range kubeconfigs {
+		objs := buildWith(t, "overlays/multus", dist)
+		got, rest := nadConfig(t, objs)
+		if got != kc {
+			t.Errorf("%s: NAD kubeconfig %q, want %s", dist, got, kc)
+		}
+		if !reflect.DeepEqual(rest, want) {
+			t.Errorf("%s: NAD config %v drifted from the overlay's %v", dist, rest, want)
+		}
+		checkNAD(t, objs, kc)
+	}
 }
