@@ -8,12 +8,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/containernetworking/cni/libcni"
 )
 
 // BenchmarkAddDel measures one ADD and one DEL of a link port through libcni, process start
 // included, against the kubelet stand-in. It reports p50 and p99 of each in milliseconds.
 //
 //	go test ./cmd/memif-cni -run '^$' -bench AddDel -benchtime 200x
+//
+// With MEMIF_CNI_BASELINE set to a directory holding another build of memif-cni and
+// memif-cni-podinfo (say, main's), the pairs alternate between the two builds and the baseline's
+// figures are reported too (base-*): interleaved, so that both see the same load on a shared
+// machine.
 func BenchmarkAddDel(b *testing.B) { benchAddDel(b, false) }
 
 // BenchmarkAddDelViaKubelet is BenchmarkAddDel for a runtime that passes no annotations: ADD
@@ -32,16 +39,26 @@ func benchAddDel(b *testing.B, viaKubelet bool) {
 	for i := range pods {
 		pods[i] = n.newPod("east@bench", "slot-000")
 	}
-	adds := make([]time.Duration, 0, b.N)
-	dels := make([]time.Duration, 0, b.N)
+	bins := []string{pluginDir(b)}
+	if dir := os.Getenv("MEMIF_CNI_BASELINE"); dir != "" {
+		bins = append(bins, dir)
+	}
+	clients := make([]*libcni.CNIConfig, len(bins))
+	for i, dir := range bins {
+		clients[i] = newCNI([]string{dir}, filepath.Join(n.root, "cache"))
+	}
+	adds, dels := make([][]time.Duration, len(bins)), make([][]time.Duration, len(bins))
 	b.ResetTimer()
-	for _, p := range pods {
+	for i, p := range pods {
+		k := i % len(bins)
+		n.cni = clients[k]
 		t0 := time.Now()
 		n.mustAdd(p)
 		t1 := time.Now()
 		n.mustDel(p)
-		adds, dels = append(adds, t1.Sub(t0)), append(dels, time.Since(t1))
+		adds[k], dels[k] = append(adds[k], t1.Sub(t0)), append(dels[k], time.Since(t1))
 	}
+	n.cni = clients[0]
 	b.StopTimer()
 	pct := func(d []time.Duration, q float64) float64 {
 		slices.Sort(d)
@@ -57,9 +74,13 @@ func benchAddDel(b *testing.B, viaKubelet bool) {
 	if out, err := exec.Command("go", "build", "-o", hello, hello+".go").CombinedOutput(); err != nil {
 		b.Fatalf("build empty program: %v\n%s", err, out)
 	}
-	var starts, hellos []time.Duration
+	starts := make([][]time.Duration, len(bins)+1) // the last: the empty program
 	for range 50 {
-		for _, bin := range []string{filepath.Join(pluginDir(b), "memif-cni"), hello} {
+		for k := range starts {
+			bin := hello
+			if k < len(bins) {
+				bin = filepath.Join(bins[k], "memif-cni")
+			}
 			cmd := exec.Command(bin)
 			cmd.Env = append(os.Environ(), "CNI_COMMAND=VERSION")
 			cmd.Stdin = strings.NewReader("{}")
@@ -67,19 +88,20 @@ func benchAddDel(b *testing.B, viaKubelet bool) {
 			if err := cmd.Run(); err != nil {
 				b.Fatal(err)
 			}
-			if bin == hello {
-				hellos = append(hellos, time.Since(t0))
-			} else {
-				starts = append(starts, time.Since(t0))
-			}
+			starts[k] = append(starts[k], time.Since(t0))
 		}
 	}
-	b.ReportMetric(pct(starts, 0.5), "exec-p50-ms")
-	b.ReportMetric(pct(hellos, 0.5), "empty-go-p50-ms")
-	b.ReportMetric(pct(adds, 0.5), "add-p50-ms")
-	b.ReportMetric(pct(adds, 0.99), "add-p99-ms")
-	b.ReportMetric(pct(dels, 0.5), "del-p50-ms")
-	b.ReportMetric(pct(dels, 0.99), "del-p99-ms")
+	b.ReportMetric(pct(starts[len(bins)], 0.5), "empty-go-p50-ms")
+	for k, prefix := range []string{"", "base-"}[:len(bins)] {
+		if len(adds[k]) == 0 { // b.N = 1: the first run has no baseline pair
+			continue
+		}
+		b.ReportMetric(pct(starts[k], 0.5), prefix+"exec-p50-ms")
+		b.ReportMetric(pct(adds[k], 0.5), prefix+"add-p50-ms")
+		b.ReportMetric(pct(adds[k], 0.99), prefix+"add-p99-ms")
+		b.ReportMetric(pct(dels[k], 0.5), prefix+"del-p50-ms")
+		b.ReportMetric(pct(dels[k], 0.99), prefix+"del-p99-ms")
+	}
 	b.Logf("%d ADD/DEL pairs", b.N)
 	n.mustDel(peer)
 }

@@ -7,14 +7,16 @@ package agentmetrics
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
-	"strings"
+	"maps"
+	"slices"
+
+	"github.com/prometheus/common/expfmt"
 )
 
-// Sample is one line of the Prometheus text exposition format.
+// Sample is one sample of the Prometheus text exposition format.
 type Sample struct {
 	Name   string
 	Labels map[string]string
@@ -24,149 +26,70 @@ type Sample struct {
 // maxBody bounds what is read from an agent: its whole exposition is a few hundred KiB at most.
 const maxBody = 16 << 20
 
+// maxLine bounds one line: a sample with its labels is well under 1 KiB.
+const maxLine = 1 << 20
+
 // Parse reads the text exposition format (version 0.0.4) and returns the samples whose metric
-// name keep accepts. Comments and other metrics are skipped unparsed beyond their name, so an
-// agent's other metrics cannot break the reading of these.
+// name keep accepts, in name order and, within a name, in the order served. The lines of those
+// metrics are parsed by expfmt; comments and other metrics' lines are dropped by name before it,
+// so an agent's other metrics (and their HELP and TYPE lines) cannot break the reading of these.
+// Without their TYPE lines the samples are untyped: a value is a value.
 func Parse(r io.Reader, keep func(name string) bool) ([]Sample, error) {
 	sc := bufio.NewScanner(io.LimitReader(r, maxBody))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var out []Sample
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	var kept bytes.Buffer
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
-		name, rest := cutName(line)
+		name := metricName(line)
 		if name == "" {
 			return nil, fmt.Errorf("line %d: no metric name in %q", n, clip(line))
 		}
-		if !keep(name) {
-			continue
+		if keep(name) {
+			kept.Write(line)
+			kept.WriteByte('\n')
 		}
-		s, err := parseSample(name, rest)
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %s: %w", n, name, err)
-		}
-		out = append(out, s)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading metrics: %w", err)
 	}
+	var p expfmt.TextParser
+	families, err := p.TextToMetricFamilies(&kept)
+	if err != nil {
+		return nil, err
+	}
+	var out []Sample
+	for _, name := range slices.Sorted(maps.Keys(families)) {
+		for _, m := range families[name].GetMetric() {
+			s := Sample{Name: name, Labels: make(map[string]string, len(m.GetLabel())), Value: m.GetUntyped().GetValue()}
+			for _, l := range m.GetLabel() {
+				s.Labels[l.GetName()] = l.GetValue()
+			}
+			out = append(out, s)
+		}
+	}
 	return out, nil
 }
 
-func clip(s string) string {
+func clip(s []byte) string {
 	if len(s) > 80 {
-		return s[:80] + "..."
+		return string(s[:80]) + "..."
 	}
-	return s
+	return string(s)
 }
 
-func isNameByte(c byte, first bool) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == ':' || !first && c >= '0' && c <= '9'
-}
-
-func cutName(s string) (string, string) {
+// metricName is the leading metric name of a sample line (the legacy name charset: the agent's
+// names are all of it).
+func metricName(line []byte) string {
 	i := 0
-	for i < len(s) && isNameByte(s[i], i == 0) {
+	for i < len(line) {
+		c := line[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == ':' || i > 0 && c >= '0' && c <= '9') {
+			break
+		}
 		i++
 	}
-	return s[:i], s[i:]
-}
-
-func parseSample(name, rest string) (Sample, error) {
-	s := Sample{Name: name, Labels: map[string]string{}}
-	if strings.HasPrefix(rest, "{") {
-		var err error
-		if rest, err = parseLabels(rest[1:], s.Labels); err != nil {
-			return s, err
-		}
-	}
-	f := strings.Fields(rest)
-	if len(f) < 1 || len(f) > 2 {
-		return s, fmt.Errorf("want a value and an optional timestamp, got %q", clip(rest))
-	}
-	v, err := parseValue(f[0])
-	if err != nil {
-		return s, err
-	}
-	s.Value = v
-	return s, nil
-}
-
-func parseValue(v string) (float64, error) {
-	switch v {
-	case "+Inf", "Inf":
-		return math.Inf(1), nil
-	case "-Inf":
-		return math.Inf(-1), nil
-	case "NaN":
-		return math.NaN(), nil
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil {
-		return 0, fmt.Errorf("value %q is not a number", clip(v))
-	}
-	return f, nil
-}
-
-// parseLabels reads `a="x",b="y"}` into m and returns what follows the closing brace.
-func parseLabels(s string, m map[string]string) (string, error) {
-	for {
-		s = strings.TrimLeft(s, " \t")
-		if strings.HasPrefix(s, "}") {
-			return s[1:], nil
-		}
-		name, rest := cutName(s)
-		if name == "" {
-			return "", fmt.Errorf("bad label name at %q", clip(s))
-		}
-		rest = strings.TrimLeft(rest, " \t")
-		if !strings.HasPrefix(rest, `="`) {
-			return "", fmt.Errorf("label %s: want =\"value\"", name)
-		}
-		val, after, err := unquote(rest[2:])
-		if err != nil {
-			return "", fmt.Errorf("label %s: %w", name, err)
-		}
-		if _, dup := m[name]; dup {
-			return "", fmt.Errorf("label %s given twice", name)
-		}
-		m[name] = val
-		s = strings.TrimLeft(after, " \t")
-		if strings.HasPrefix(s, ",") {
-			s = s[1:]
-		} else if !strings.HasPrefix(s, "}") {
-			return "", fmt.Errorf("after label %s: want , or }", name)
-		}
-	}
-}
-
-// unquote reads a label value up to its closing quote; the format escapes only \\, \" and \n.
-func unquote(s string) (string, string, error) {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '"':
-			return b.String(), s[i+1:], nil
-		case '\\':
-			if i+1 == len(s) {
-				return "", "", fmt.Errorf("unterminated escape")
-			}
-			i++
-			switch s[i] {
-			case '\\':
-				b.WriteByte('\\')
-			case '"':
-				b.WriteByte('"')
-			case 'n':
-				b.WriteByte('\n')
-			default:
-				return "", "", fmt.Errorf("unknown escape \\%c", s[i])
-			}
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return "", "", fmt.Errorf("unterminated value")
+	return string(line[:i])
 }

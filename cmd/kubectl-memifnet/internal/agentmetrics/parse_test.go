@@ -1,7 +1,10 @@
 package agentmetrics
 
 import (
+	"fmt"
+	"io"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,8 +36,9 @@ func TestParse(t *testing.T) {
 	if len(s) != 8 {
 		t.Fatalf("%d samples, want 8: %+v", len(s), s)
 	}
-	if s[7].Labels["note"] != "q\"uo\\te\nnl" || s[7].Value != 1 {
-		t.Errorf("escaped label: %+v", s[7])
+	odd := slices.IndexFunc(s, func(x Sample) bool { return x.Labels["pod"] == "odd" })
+	if odd < 0 || s[odd].Labels["note"] != "q\"uo\\te\nnl" || s[odd].Value != 1 {
+		t.Errorf("escaped label: %+v", s)
 	}
 	snap := FromSamples(time.Unix(0, 0), s)
 	rx := snap.Ports[Key{"ns", "rx", "east"}]
@@ -45,7 +49,8 @@ func TestParse(t *testing.T) {
 		t.Errorf("tx: %+v, want known and down", tx)
 	}
 	all, err := Parse(strings.NewReader(exposition), func(string) bool { return true })
-	if err != nil || len(all) != 10 || !math.IsNaN(all[9].Value) {
+	gc := slices.IndexFunc(all, func(x Sample) bool { return x.Name == "go_gc_duration_seconds" })
+	if err != nil || len(all) != 10 || gc < 0 || !math.IsNaN(all[gc].Value) {
 		t.Fatalf("all metrics: %v, %+v", err, all)
 	}
 }
@@ -68,6 +73,20 @@ func TestParseRefusesBadLines(t *testing.T) {
 	// A bad line of another metric is skipped unread: it is not ours to judge.
 	if _, err := Parse(strings.NewReader("other_metric{x=1} ?\n"), IsPortMetric); err != nil {
 		t.Errorf("another metric's line: %v", err)
+	}
+}
+
+// An agent cannot make the plugin read without end: one line over 1 MiB is an error, and
+// nothing after the first 16 MiB is read.
+func TestParseLimits(t *testing.T) {
+	long := `memifnet_port_up{pod="` + strings.Repeat("a", maxLine) + `"} 1` + "\n"
+	if _, err := Parse(strings.NewReader(long), IsPortMetric); err == nil || !strings.Contains(err.Error(), "too long") {
+		t.Errorf("a line over the limit: %v", err)
+	}
+	filler := strings.Repeat("other_metric 1\n", maxBody/len("other_metric 1\n")+1)
+	s, err := Parse(io.MultiReader(strings.NewReader(filler), strings.NewReader("memifnet_port_up 1\n")), IsPortMetric)
+	if err != nil || len(s) != 0 {
+		t.Errorf("a sample after %d bytes: %+v, %v", len(filler), s, err)
 	}
 }
 
@@ -100,5 +119,27 @@ func TestRate(t *testing.T) {
 	}
 	if _, ok := Rate(a, b, Key{"ns", "p", "west"}); ok {
 		t.Error("a missing port gave a rate")
+	}
+}
+
+// BenchmarkParse reads the exposition of an agent with 1000 ports (five samples each) and as
+// many lines of other metrics.
+//
+//	go test ./cmd/kubectl-memifnet/internal/agentmetrics -run '^$' -bench Parse
+func BenchmarkParse(b *testing.B) {
+	var sb strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&sb, "other_metric{i=\"%d\"} %d\n", i, i)
+		for _, m := range []string{"up", "rx_packets_total", "tx_packets_total", "rx_bytes_total", "drops_total"} {
+			fmt.Fprintf(&sb, "memifnet_port_%s{link=\"l%d\",namespace=\"ns\",pod=\"p%d\",port=\"east\"} %d\n", m, i, i, i)
+		}
+	}
+	body := sb.String()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if s, err := Parse(strings.NewReader(body), IsPortMetric); err != nil || len(s) != 5000 {
+			b.Fatal(len(s), err)
+		}
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"io"
+	"io/fs"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +20,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memifnet/memifnet/cmd/internal/podquery"
 )
 
 // clientCert makes a self-signed client certificate and returns it and its key in PEM.
@@ -145,31 +149,69 @@ func TestAuthentication(t *testing.T) {
 	}
 }
 
+// EKS and GKE node kubeconfigs get their token from an exec credential plugin
+// (client.authentication.k8s.io ExecCredential on stdout): the plugin runs, and its token, not
+// anything else, reaches the API server.
+func TestExecCredential(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer from-exec" {
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		_, _ = io.WriteString(w, `{"metadata":{"name":"p","namespace":"ns","uid":"u1","annotations":{"a":"b"}}}`)
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "ran")
+	plugin := write(t, dir, "aws-iam-authenticator", "#!/bin/sh\n: > "+ran+"\n"+
+		`echo '{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{"token":"'"$1"'"}}'`+"\n")
+	if err := os.Chmod(plugin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ca64 := base64.StdEncoding.EncodeToString(caPEM(srv))
+	kc := func(token string) string {
+		return write(t, dir, "kc-"+token, "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"+
+			"clusters: [{name: k, cluster: {server: '"+srv.URL+"', certificate-authority-data: "+ca64+"}}]\n"+
+			"users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: "+plugin+", args: ["+token+"], interactiveMode: Never}}}]\n")
+	}
+	a := Lookup(t.Context(), podquery.Query{Namespace: "ns", Name: "p", UID: "u1", Kubeconfig: kc("from-exec"), TimeoutSeconds: 5})
+	if !a.Found || a.Annotations["a"] != "b" {
+		t.Fatalf("exec credential: %+v", a)
+	}
+	if _, err := os.Stat(ran); err != nil {
+		t.Fatalf("the credential plugin did not run: %v", err)
+	}
+	// A plugin that hands out a token the server refuses: not found, and the refusal is named.
+	a = Lookup(t.Context(), podquery.Query{Namespace: "ns", Name: "p", UID: "u1", Kubeconfig: kc("wrong"), TimeoutSeconds: 5})
+	if a.Found || len(a.Tried) != 1 || !strings.Contains(a.Tried[0], "401") {
+		t.Errorf("refused token: %+v", a)
+	}
+}
+
+// Errors name the kubeconfig, and say what in it is wrong.
 func TestRejects(t *testing.T) {
 	dir := t.TempDir()
 	head := "current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
 	cluster := "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:6443'}}]\n"
 	for name, tc := range map[string]struct{ body, want string }{
-		"no context":    {"clusters: []\n", "no current-context"},
-		"bad context":   {"current-context: x\n" + cluster, `current-context "x" is not among`},
-		"no cluster":    {head, `cluster "k" not found`},
-		"no user":       {head + cluster, `user "u" not found`},
-		"not a URL":     {head + "clusters: [{name: k, cluster: {server: 'localhost'}}]\nusers: [{name: u, user: {}}]\n", "is not an http(s) URL"},
-		"exec":          {head + cluster + "users: [{name: u, user: {exec: {command: aws}}}]\n", "exec credential plugins are not supported"},
-		"auth-provider": {head + cluster + "users: [{name: u, user: {auth-provider: {name: gcp}}}]\n", "auth-provider is not supported"},
-		"basic auth":    {head + cluster + "users: [{name: u, user: {username: a, password: b}}]\n", "basic auth is not supported"},
-		"half a cert":   {head + cluster + "users: [{name: u, user: {client-certificate-data: YQ==}}]\n", "needs both"},
-		"token on http": {head + "clusters: [{name: k, cluster: {server: 'http://127.0.0.1:8080'}}]\nusers: [{name: u, user: {token: t}}]\n", "plain-http"},
-		"bad CA":        {head + "clusters: [{name: k, cluster: {server: 'https://h', certificate-authority-data: YQ==}}]\nusers: [{name: u, user: {}}]\n", "no PEM certificate"},
-		"missing CA":    {head + "clusters: [{name: k, cluster: {server: 'https://h', certificate-authority: nope.crt}}]\nusers: [{name: u, user: {}}]\n", "nope.crt"},
-		"not YAML":      {"{", "parse"},
+		"no context":         {"clusters: []\n", "no configuration has been provided"},
+		"bad context":        {"current-context: x\n" + cluster, "context was not found for specified context: x"},
+		"half a cert":        {head + cluster + "users: [{name: u, user: {client-certificate-data: YQ==}}]\n", "client-key-data or client-key must be specified"},
+		"token on http":      {head + "clusters: [{name: k, cluster: {server: 'http://127.0.0.1:8080'}}]\nusers: [{name: u, user: {token: t}}]\n", "plain-http"},
+		"exec on http":       {head + "clusters: [{name: k, cluster: {server: 'http://127.0.0.1:8080'}}]\nusers: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: x, interactiveMode: Never}}}]\n", "plain-http"},
+		"exec no apiVersion": {head + cluster + "users: [{name: u, user: {exec: {command: aws}}}]\n", "apiVersion must be specified"},
+		"bad CA":             {head + "clusters: [{name: k, cluster: {server: 'https://h', certificate-authority-data: YQ==}}]\nusers: [{name: u, user: {}}]\n", "unable to load root certificates"},
+		"missing CA":         {head + "clusters: [{name: k, cluster: {server: 'https://h', certificate-authority: nope.crt}}]\nusers: [{name: u, user: {}}]\n", "nope.crt"},
+		"not YAML":           {"{", "yaml"},
 	} {
-		_, err := LoadKubeconfig(write(t, dir, "kc", tc.body), time.Second)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: error %v, want it to contain %q", name, err, tc.want)
+		kc := write(t, dir, "kc", tc.body)
+		_, err := LoadKubeconfig(kc, time.Second)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), kc) {
+			t.Errorf("%s: error %v, want it to name %s and contain %q", name, err, kc, tc.want)
 		}
 	}
-	if _, err := LoadKubeconfig(filepath.Join(dir, "absent"), time.Second); err == nil {
-		t.Error("missing file loaded")
+	absent := filepath.Join(dir, "absent")
+	if _, err := LoadKubeconfig(absent, time.Second); err == nil || !strings.Contains(err.Error(), absent) || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/memifnet/memifnet/cmd/internal/cnierr"
 	"github.com/memifnet/memifnet/cmd/internal/linkdir"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/tmpfs"
@@ -97,8 +98,12 @@ type RuntimeConfig struct {
 }
 
 // Error is a CNI invalid-config error (code 7).
-func Error(format string, a ...any) *types.Error {
-	return types.NewError(types.ErrInvalidNetworkConfig, "memif-cni: invalid network config", fmt.Sprintf(format, a...))
+func Error(format string, a ...any) *types.Error { return Err(cnierr.InvalidConfig, format, a...) }
+
+// Err is an error of memif-cni's catalogue (cmd/internal/cnierr), which kubectl-memifnet reads
+// back, with its details.
+func Err(k cnierr.Kind, format string, a ...any) *types.Error {
+	return types.NewError(k.Code, cnierr.Prefix+k.Msg, fmt.Sprintf(format, a...))
 }
 
 // Parse decodes and checks stdin. strict rejects unknown keys; DEL parses leniently so that a
@@ -243,7 +248,7 @@ func ParseArgs(s string) (K8sArgs, error) {
 	for _, kv := range strings.Split(s, ";") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return a, types.NewError(types.ErrInvalidEnvironmentVariables, "memif-cni: invalid CNI_ARGS", fmt.Sprintf("%q is not KEY=VALUE", kv))
+			return a, Err(cnierr.InvalidArgs, "%q is not KEY=VALUE", kv)
 		}
 		switch k {
 		case "K8S_POD_NAMESPACE":

@@ -11,6 +11,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/memifnet/memifnet/cmd/internal/cnierr"
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/failpoint"
@@ -54,7 +55,7 @@ func Add(args *skel.CmdArgs) error {
 	a := newEnv(conf, args).attachment(plan(conf, args, k8s, reqs, slots))
 	lk, err := a.st.LockAttachment(a.key())
 	if err != nil {
-		return cniErr(types.ErrIOFailure, "state", "%v", err)
+		return cniErr(cnierr.State, "%v", err)
 	}
 	if err := a.record(); err != nil {
 		lk.Unlock()
@@ -81,7 +82,7 @@ func annotation(ctx context.Context, conf *config.NetConf, k8s config.K8sArgs) (
 		Timeout:            timeout(conf),
 	})
 	if err != nil {
-		return "", cniErr(types.ErrTryAgainLater, "cannot read the pod's annotations", "%v", err)
+		return "", cniErr(cnierr.NoAnnotations, "%v", err)
 	}
 	return anns[names.PortsAnnotation], nil
 }
@@ -94,22 +95,22 @@ func podPorts(ctx context.Context, conf *config.NetConf, k8s config.K8sArgs, ann
 		return nil, nil, config.Error("pod %s/%s: %v", k8s.Namespace, k8s.Name, err)
 	}
 	if k8s.Namespace == "" || k8s.Name == "" {
-		return nil, nil, cniErr(types.ErrInvalidEnvironmentVariables, "missing pod identity", "CNI_ARGS lacks K8S_POD_NAMESPACE or K8S_POD_NAME; memif ports need a Kubernetes pod")
+		return nil, nil, cniErr(cnierr.MissingPod, "CNI_ARGS lacks K8S_POD_NAMESPACE or K8S_POD_NAME; memif ports need a Kubernetes pod")
 	}
 	if !names.IsDNSLabel(k8s.Namespace) {
-		return nil, nil, cniErr(types.ErrInvalidEnvironmentVariables, "invalid pod namespace", "K8S_POD_NAMESPACE %q is not a DNS label", k8s.Namespace)
+		return nil, nil, cniErr(cnierr.InvalidNamespace, "K8S_POD_NAMESPACE %q is not a DNS label", k8s.Namespace)
 	}
 	slots, err := podresources.Slots(ctx, conf.PodResourcesSocket(), k8s.Namespace, k8s.Name)
 	if err != nil {
-		return nil, nil, cniErr(types.ErrTryAgainLater, "cannot ask the kubelet for the pod's slots", "%v", err)
+		return nil, nil, cniErr(cnierr.NoSlotLookup, "%v", err)
 	}
 	for _, s := range slots {
 		if !names.IsDNSLabel(s) {
-			return nil, nil, cniErr(types.ErrIOFailure, "invalid slot ID", "the kubelet reports %s %q, which is not a slot name of memif-deviceplugin", names.SocketResource, s)
+			return nil, nil, cniErr(cnierr.InvalidSlotID, "the kubelet reports %s %q, which is not a slot name of memif-deviceplugin", names.SocketResource, s)
 		}
 	}
 	if len(slots) < len(reqs) {
-		return nil, nil, cniErr(ErrNoSlots, "not enough memif socket slots",
+		return nil, nil, cniErr(cnierr.NoSlots,
 			"pod %s/%s asks for %d memif ports but holds %d %s; set resources.limits[%q] to %d in one of its containers",
 			k8s.Namespace, k8s.Name, len(reqs), len(slots), names.SocketResource, names.SocketResource, len(reqs))
 	}
@@ -139,11 +140,11 @@ func plan(conf *config.NetConf, args *skel.CmdArgs, k8s config.K8sArgs, reqs []p
 func (a *attachment) record() error {
 	if old, ok, _ := a.st.ReadAttachment(a.key()); ok {
 		if err := a.attachment(old).undo(); err != nil {
-			return cniErr(types.ErrIOFailure, "undo earlier ADD", "%v", err)
+			return cniErr(cnierr.UndoEarlierAdd, "%v", err)
 		}
 	}
 	if err := a.save(); err != nil {
-		return cniErr(types.ErrIOFailure, "state", "%v", err)
+		return cniErr(cnierr.State, "%v", err)
 	}
 	failpoint.Hit("record")
 	return nil
@@ -163,7 +164,7 @@ func (a *attachment) abort(lk *state.Lock, err error) error {
 	if errors.As(err, &ce) {
 		return ce
 	}
-	return cniErr(types.ErrInternal, "ADD failed", "%v", err)
+	return cniErr(cnierr.AddFailed, "%v", err)
 }
 
 // wired is what ADD adds to the result: one interface per port, and the ip-mode ports' addresses.

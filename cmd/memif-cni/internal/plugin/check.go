@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/memifnet/memifnet/cmd/internal/cnierr"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
 	"github.com/memifnet/memifnet/internal/names"
@@ -25,7 +25,7 @@ func Check(args *skel.CmdArgs) error {
 	e := newEnv(conf, args)
 	att, ok, err := e.st.ReadAttachment(state.Key(args.ContainerID, args.IfName))
 	if err != nil {
-		return cniErr(types.ErrIOFailure, "state", "%v", err)
+		return cniErr(cnierr.State, "%v", err)
 	}
 	if !ok {
 		return nil // a pod without memif ports
@@ -38,7 +38,7 @@ func Check(args *skel.CmdArgs) error {
 		}
 	}
 	if len(problems) > 0 {
-		return cniErr(types.ErrInternal, "CHECK failed", "%s", strings.Join(problems, "; "))
+		return cniErr(cnierr.CheckFailed, "%s", strings.Join(problems, "; "))
 	}
 	return nil
 }
@@ -99,13 +99,13 @@ func Status(args *skel.CmdArgs) error {
 		return err
 	}
 	if fi, err := os.Stat(conf.SlotsDir()); err != nil || !fi.IsDir() {
-		return cniErr(ErrPluginNotAvailable, "not ready", "slot directory %s is missing: is memif-deviceplugin running with stateDir %s?", conf.SlotsDir(), conf.StateDir)
+		return cniErr(cnierr.NotReady, "slot directory %s is missing: is memif-deviceplugin running with stateDir %s?", conf.SlotsDir(), conf.StateDir)
 	}
 	if err := os.MkdirAll(conf.StoreDir(), 0o755); err != nil {
-		return cniErr(ErrPluginNotAvailable, "not ready", "state directory: %v", err)
+		return cniErr(cnierr.NotReady, "state directory: %v", err)
 	}
 	if fi, err := os.Stat(conf.PodResourcesSocket()); err != nil || fi.Mode().Type() != os.ModeSocket {
-		return cniErr(ErrPluginNotAvailable, "not ready", "kubelet PodResources socket %s is missing", conf.PodResourcesSocket())
+		return cniErr(cnierr.NotReady, "kubelet PodResources socket %s is missing", conf.PodResourcesSocket())
 	}
 	return nil
 }
@@ -123,7 +123,7 @@ func GC(args *skel.CmdArgs) error {
 	e := newEnv(conf, args)
 	keys, err := e.st.Attachments()
 	if err != nil {
-		return cniErr(types.ErrIOFailure, "GC", "%v", err)
+		return cniErr(cnierr.GC, "%v", err)
 	}
 	var errs []error
 	for _, k := range keys {
@@ -140,7 +140,7 @@ func GC(args *skel.CmdArgs) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return cniErr(types.ErrIOFailure, "GC", "%v", err)
+		return cniErr(cnierr.GC, "%v", err)
 	}
 	return nil
 }

@@ -6,8 +6,8 @@ import (
 	"os"
 
 	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/memifnet/memifnet/cmd/internal/cnierr"
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/internal/slotwire"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
@@ -24,7 +24,7 @@ func Del(args *skel.CmdArgs) error {
 		return err
 	}
 	if err := newEnv(conf, args).del(state.Key(args.ContainerID, args.IfName)); err != nil {
-		return cniErr(types.ErrIOFailure, "DEL failed", "%v", err)
+		return cniErr(cnierr.DelFailed, "%v", err)
 	}
 	return nil
 }

@@ -7,9 +7,9 @@ import (
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
+	"github.com/memifnet/memifnet/cmd/internal/cnierr"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/failpoint"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
@@ -41,7 +41,7 @@ func ipamArgs(args *skel.CmdArgs, command, ifName string) *invoke.Args {
 func ipamAdd(ctx context.Context, conf *config.NetConf, args *skel.CmdArgs, port string) ([]*current.IPConfig, error) {
 	path, err := invoke.FindInPath(conf.IPAMType, filepath.SplitList(args.Path))
 	if err != nil {
-		return nil, cniErr(types.ErrInvalidNetworkConfig, "IPAM plugin not found", "field \"ipam.type\": %v", err)
+		return nil, cniErr(cnierr.IPAMNotFound, "field \"ipam.type\": %v", err)
 	}
 	r, err := invoke.ExecPluginWithResult(ctx, path, args.StdinData, ipamArgs(args, "ADD", port), nil)
 	if err != nil {

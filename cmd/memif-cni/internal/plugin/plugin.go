@@ -8,26 +8,18 @@
 package plugin
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/memifnet/memifnet/cmd/internal/cnierr"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/state"
 )
 
-// Error codes of this plugin (CNI reserves 1-99 for the spec; 100+ are the plugin's own).
-const (
-	ErrNoSlots            uint = 101 // the pod holds fewer memifnet.io/socket slots than it asks ports
-	ErrLinkConflict       uint = 102 // the link is full, or the other end disagrees on role, id or mode
-	ErrPluginNotAvailable uint = 50
-)
-
-func cniErr(code uint, msg string, format string, a ...any) *types.Error {
-	return types.NewError(code, "memif-cni: "+msg, fmt.Sprintf(format, a...))
-}
+// cniErr is an error of the catalogue (cmd/internal/cnierr) with its details.
+func cniErr(k cnierr.Kind, format string, a ...any) *types.Error { return config.Err(k, format, a...) }
 
 func timeout(c *config.NetConf) time.Duration { return time.Duration(c.TimeoutSeconds) * time.Second }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/memifnet/memifnet/cmd/internal/cnierr"
 	"github.com/memifnet/memifnet/cmd/internal/linkdir"
 	"github.com/memifnet/memifnet/cmd/internal/slotwire"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/config"
@@ -15,10 +16,6 @@ import (
 
 // maxPortFile bounds what CHECK reads back from a slot: a pod may have put anything there.
 const maxPortFile = 64 << 10
-
-// ErrRefused is the code of an ADD that found something in the pod's slot that memif-cni did
-// not make (a symlink, a file, a mount) where it was about to write or mount.
-const ErrRefused uint = 103
 
 // store is the plugin's state store for conf.
 func store(conf *config.NetConf) state.Store {
@@ -51,7 +48,7 @@ func bindLink(slot *safefs.Dir, dirs linkdir.Dirs, ln state.Link) error {
 // refusal turns a refused path into a CNI error that says what was refused; other errors pass.
 func refusal(err error, format string, a ...any) error {
 	if errors.Is(err, safefs.ErrRefused) {
-		return cniErr(ErrRefused, "refused a planted file", "%s: %v", fmt.Sprintf(format, a...), err)
+		return cniErr(cnierr.Refused, "%s: %v", fmt.Sprintf(format, a...), err)
 	}
 	return err
 }

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"path/filepath"
 
-	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
+	"github.com/memifnet/memifnet/cmd/internal/cnierr"
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/internal/slotwire"
 	"github.com/memifnet/memifnet/cmd/memif-cni/internal/failpoint"
@@ -72,7 +72,7 @@ func (a *attachment) wirePort(ctx context.Context, i int, r ports.Port, res *wir
 func (a *attachment) claimSlot(p *state.Port) (*safefs.Dir, error) {
 	slot, err := openSlot(a.conf, p.Slot)
 	if err != nil {
-		return nil, cniErr(types.ErrIOFailure, "slot directory missing", "slot %s of pod %s/%s: %v (is memif-deviceplugin running with the same stateDir?)", p.Slot, a.rec.Namespace, a.rec.Pod, err)
+		return nil, cniErr(cnierr.SlotDirMissing, "slot %s of pod %s/%s: %v (is memif-deviceplugin running with the same stateDir?)", p.Slot, a.rec.Namespace, a.rec.Pod, err)
 	}
 	if p.SlotMount, err = slot.Identity(); err == nil {
 		if err = a.save(); err == nil {
@@ -96,7 +96,7 @@ func (a *attachment) joinLink(slot *safefs.Dir, i int, r ports.Port, spec *ports
 	})
 	var ce *state.ConflictError
 	if errors.As(err, &ce) {
-		return cniErr(ErrLinkConflict, "link conflict", "pod %s/%s port %d (%s): %v", a.rec.Namespace, a.rec.Pod, i, r.Name, err)
+		return cniErr(cnierr.LinkConflict, "pod %s/%s port %d (%s): %v", a.rec.Namespace, a.rec.Pod, i, r.Name, err)
 	}
 	if err != nil {
 		return err

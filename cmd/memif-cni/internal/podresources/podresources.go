@@ -1,13 +1,6 @@
-// Package podresources asks the kubelet which memifnet.io/socket slots a pod holds.
-//
-// It speaks the kubelet's PodResources gRPC API (k8s.io/kubelet podresources/v1) over a minimal
-// HTTP/2 client of its own (grpc.go, response.go: prior knowledge on the Unix socket, one stream
-// per connection, hpack from golang.org/x/net) and a hand-written decoder for the few messages it
-// needs (wire.go), instead of grpc-go and the generated types: those two add about 20 ms to the
-// start of every plugin process (package init and binary size), which is most of the ADD latency
-// budget. Not net/http's HTTP/2 either: its client cost ADD another 2-3 ms of start-up (docs/cni.md,
-// "Tests and measurements"). The tests run this client against a grpc-go server built from the real
-// generated types, and against scripted HTTP/2 servers written with x/net/http2's framer.
+// Package podresources asks the kubelet which memifnet.io/socket slots a pod holds, through its
+// PodResources gRPC API (k8s.io/kubelet podresources/v1) with grpc-go and the kubelet's own
+// types. docs/design.md ("Libraries") has the ADD latency this costs.
 package podresources
 
 import (
@@ -16,35 +9,43 @@ import (
 	"fmt"
 	"sort"
 
+	api "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/memifnet/memifnet/cmd/internal/podresclient"
 	"github.com/memifnet/memifnet/internal/names"
 )
 
 // Slots returns the pod's slot IDs in a deterministic order: containers in the order the kubelet
 // reports them (the pod spec's), and each container's slots sorted by ID. Ports are mapped to
 // slots in this order. It uses Get, which needs the KubeletPodResourcesGet feature, and falls
-// back to List on any Get error (the gate is off, or an older kubelet).
+// back to List on any Get error (the gate is off, an older kubelet, or a kubelet that answers a
+// pod it does not know with an error of no particular code).
 func Slots(ctx context.Context, socket, namespace, name string) ([]string, error) {
-	c := newClient(socket)
+	conn, c, err := podresclient.Dial(socket)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
 	pod, getErr := get(ctx, c, namespace, name)
 	if getErr != nil {
-		var err error
 		pod, err = list(ctx, c, namespace, name)
 		if err != nil {
+			// grpc reports an expired context as a status; keep it recognisable to callers.
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+			}
 			return nil, fmt.Errorf("podresources %s: Get: %v; List: %w", socket, getErr, err)
 		}
 	}
-	if pod == nil {
-		return nil, nil
-	}
 	var slots []string
 	seen := map[string]bool{}
-	for _, ctr := range pod.containers {
+	for _, ctr := range pod.GetContainers() {
 		var ids []string
-		for _, d := range ctr.devices {
-			if d.resourceName != names.SocketResource {
+		for _, d := range ctr.GetDevices() {
+			if d.GetResourceName() != names.SocketResource {
 				continue
 			}
-			for _, id := range d.deviceIDs {
+			for _, id := range d.GetDeviceIds() {
 				if !seen[id] {
 					seen[id] = true
 					ids = append(ids, id)
@@ -57,33 +58,26 @@ func Slots(ctx context.Context, socket, namespace, name string) ([]string, error
 	return slots, nil
 }
 
-func get(ctx context.Context, c *client, namespace, name string) (*podResources, error) {
-	resp, err := c.call(ctx, "/v1.PodResourcesLister/Get", encodeGetRequest(name, namespace))
+func get(ctx context.Context, c api.PodResourcesListerClient, namespace, name string) (*api.PodResources, error) {
+	resp, err := c.Get(ctx, &api.GetPodResourcesRequest{PodNamespace: namespace, PodName: name})
 	if err != nil {
 		return nil, err
 	}
-	pod, err := decodeGetResponse(resp)
-	if err != nil {
-		return nil, fmt.Errorf("decode the Get response: %w", err)
-	}
-	if pod == nil {
+	if resp.GetPodResources() == nil {
 		return nil, errors.New("the Get response has no pod")
 	}
-	return pod, nil
+	return resp.GetPodResources(), nil
 }
 
-func list(ctx context.Context, c *client, namespace, name string) (*podResources, error) {
-	resp, err := c.call(ctx, "/v1.PodResourcesLister/List", nil)
+// list returns the pod from List, or nil (no slots) if the kubelet does not have it.
+func list(ctx context.Context, c api.PodResourcesListerClient, namespace, name string) (*api.PodResources, error) {
+	resp, err := c.List(ctx, &api.ListPodResourcesRequest{})
 	if err != nil {
 		return nil, err
 	}
-	pods, err := decodeListResponse(resp)
-	if err != nil {
-		return nil, fmt.Errorf("decode the List response: %w", err)
-	}
-	for i := range pods {
-		if pods[i].namespace == namespace && pods[i].name == name {
-			return &pods[i], nil
+	for _, p := range resp.GetPodResources() {
+		if p.GetNamespace() == namespace && p.GetName() == name {
+			return p, nil
 		}
 	}
 	return nil, nil

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/grpc"
 	api "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/memifnet/memifnet/internal/kubeletfake"
@@ -81,39 +81,25 @@ func TestSlotsErrors(t *testing.T) {
 	}
 }
 
-func TestCallStatus(t *testing.T) {
-	k := kubeletfake.New()
-	c := newClient(serve(t, k))
-	_, err := c.call(context.Background(), "/v1.PodResourcesLister/Get", encodeGetRequest("x", "ns"))
-	var st *statusError
-	if !errors.As(err, &st) || st.code != 5 || st.message != "pod ns/x not found" {
-		t.Errorf("Get of a missing pod: %#v", err)
-	}
-	_, err = c.call(context.Background(), "/v1.PodResourcesLister/NoSuchMethod", nil)
-	if !errors.As(err, &st) || st.code != 12 || !strings.Contains(err.Error(), "Unimplemented") {
-		t.Errorf("unknown method: %v", err)
-	}
+// fixedServer answers Get and List with one pod, as a kubelet with several containers would.
+type fixedServer struct {
+	api.UnimplementedPodResourcesListerServer
+	pod *api.PodResources
 }
 
-// The request we encode is what the generated code decodes.
-func TestEncodeGetRequest(t *testing.T) {
-	var req api.GetPodResourcesRequest
-	if err := proto.Unmarshal(encodeGetRequest("pod-ä", "ns"), &req); err != nil {
-		t.Fatal(err)
-	}
-	if req.PodName != "pod-ä" || req.PodNamespace != "ns" {
-		t.Errorf("decoded %q %q", req.PodName, req.PodNamespace)
-	}
+func (s fixedServer) Get(context.Context, *api.GetPodResourcesRequest) (*api.GetPodResourcesResponse, error) {
+	return &api.GetPodResourcesResponse{PodResources: s.pod}, nil
 }
 
-// A response with every field of the schema set decodes to the same slots as the generated code.
-func TestDecodeMatchesGenerated(t *testing.T) {
+// Containers keep the kubelet's order, each container's slots are sorted, other resources and
+// repeated IDs are left out, and every other field of the schema is read without harm.
+func TestSlotsOrder(t *testing.T) {
 	topo := &api.TopologyInfo{Nodes: []*api.NUMANode{{ID: 1}}}
 	pod := &api.PodResources{Name: "a", Namespace: "ns", Containers: []*api.ContainerResources{{
 		Name: "init",
 		Devices: []*api.ContainerDevices{
 			{ResourceName: "example.com/gpu", DeviceIds: []string{"gpu0"}, Topology: topo},
-			{ResourceName: names.SocketResource, DeviceIds: []string{"slot-003", "slot-001"}, Topology: topo},
+			{ResourceName: names.SocketResource, DeviceIds: []string{"slot-003", "slot-001", "slot-003"}, Topology: topo},
 		},
 		CpuIds: []int64{0, 1},
 		Memory: []*api.ContainerMemory{{MemoryType: "hugepages-2Mi", Size: 1 << 30, Topology: topo}},
@@ -121,81 +107,19 @@ func TestDecodeMatchesGenerated(t *testing.T) {
 			ClaimResources: []*api.ClaimResource{{CdiDevices: []*api.CDIDevice{{Name: "vendor/x=y"}}, DriverName: "d"}}}},
 	}, {
 		Name:    "app",
-		Devices: []*api.ContainerDevices{{ResourceName: names.SocketResource, DeviceIds: []string{"slot-000"}}},
+		Devices: []*api.ContainerDevices{{ResourceName: names.SocketResource, DeviceIds: []string{"slot-000", "slot-001"}}},
 	}}}
-	b, err := proto.Marshal(&api.ListPodResourcesResponse{PodResources: []*api.PodResources{{Name: "other", Namespace: "ns"}, pod}})
+	sock := filepath.Join(t.TempDir(), "kubelet.sock")
+	lis, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods, err := decodeListResponse(b)
-	if err != nil {
-		t.Fatal(err)
+	srv := grpc.NewServer()
+	api.RegisterPodResourcesListerServer(srv, fixedServer{pod: pod})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	got, err := Slots(context.Background(), sock, "ns", "a")
+	if want := []string{"slot-001", "slot-003", "slot-000"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("slots %v, %v; want %v", got, err, want)
 	}
-	if len(pods) != 2 || pods[1].name != "a" || pods[1].namespace != "ns" || len(pods[1].containers) != 2 {
-		t.Fatalf("decoded %+v", pods)
-	}
-	if d := pods[1].containers[0].devices[1]; d.resourceName != names.SocketResource || !slices.Equal(d.deviceIDs, []string{"slot-003", "slot-001"}) {
-		t.Errorf("devices %+v", d)
-	}
-	g, err := proto.Marshal(&api.GetPodResourcesResponse{PodResources: pod})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := decodeGetResponse(g)
-	if err != nil || p == nil || !slices.EqualFunc(p.containers, pods[1].containers, func(a, b containerRes) bool { return len(a.devices) == len(b.devices) }) {
-		t.Errorf("Get response: %+v, %v", p, err)
-	}
-}
-
-func TestDecodeRejects(t *testing.T) {
-	for name, b := range map[string][]byte{
-		"truncated length":  {0x0a, 0x05, 'a'},
-		"bad tag":           {0x80},
-		"name as a varint":  {0x0a, 0x02, 0x08, 0x01},
-		"group wire type":   {0x0b},
-		"overlong varint":   {0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
-		"devices truncated": {0x0a, 0x04, 0x1a, 0x02, 0x12, 0x05},
-	} {
-		if _, err := decodeListResponse(b); err == nil {
-			t.Errorf("%s: decoded without error", name)
-		}
-	}
-}
-
-// FuzzDecodeList checks that no input crashes the decoder and that whatever both decoders accept
-// gives the same pods and socket slots.
-func FuzzDecodeList(f *testing.F) {
-	b, _ := proto.Marshal(&api.ListPodResourcesResponse{PodResources: []*api.PodResources{{Name: "a", Namespace: "ns",
-		Containers: []*api.ContainerResources{{Name: "app", CpuIds: []int64{3},
-			Devices: []*api.ContainerDevices{{ResourceName: names.SocketResource, DeviceIds: []string{"slot-1"}}}}}}}})
-	f.Add(b)
-	f.Add([]byte{0x0a, 0x00})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ours, err := decodeListResponse(b)
-		var gen api.ListPodResourcesResponse
-		if err != nil || proto.Unmarshal(b, &gen) != nil {
-			return
-		}
-		if len(ours) != len(gen.PodResources) {
-			t.Fatalf("%d pods, generated code %d", len(ours), len(gen.PodResources))
-		}
-		for i, g := range gen.PodResources {
-			o := ours[i]
-			if o.name != g.Name || o.namespace != g.Namespace || len(o.containers) != len(g.Containers) {
-				t.Fatalf("pod %d: %+v vs %+v", i, o, g)
-			}
-			for j, gc := range g.Containers {
-				var gd, od []string
-				for _, d := range gc.Devices {
-					gd = append(append(gd, d.ResourceName), d.DeviceIds...)
-				}
-				for _, d := range o.containers[j].devices {
-					od = append(append(od, d.resourceName), d.deviceIDs...)
-				}
-				if !slices.Equal(gd, od) {
-					t.Fatalf("pod %d container %d: devices %q vs %q", i, j, od, gd)
-				}
-			}
-		}
-	})
 }

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/memifnet/memifnet/cmd/internal/podresclient"
 )
 
 // Reclaimer is a resource whose free devices can be scrubbed.
@@ -30,11 +31,11 @@ type Client struct {
 // New makes a client for the socket at path (dialled lazily, so the kubelet
 // may come later or restart).
 func New(path string, log *slog.Logger) (*Client, error) {
-	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, api, err := podresclient.Dial(path)
 	if err != nil {
-		return nil, fmt.Errorf("pod resources client: %w", err)
+		return nil, err
 	}
-	return &Client{conn: conn, api: podresourcesapi.NewPodResourcesListerClient(conn), log: log}, nil
+	return &Client{conn: conn, api: api, log: log}, nil
 }
 
 // Close ends the connection.
