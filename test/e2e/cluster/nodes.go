@@ -293,4 +293,3 @@ func nodeSummary(nodes []NodeSpec) string {
 	}
 	return strings.Join(parts, "; ")
 }
-
