@@ -1,0 +1,214 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/memifnet/memifnet/internal/testutil"
+	"github.com/memifnet/memifnet/test/e2e/cluster"
+	"github.com/memifnet/memifnet/test/e2e/node"
+)
+
+// mnLinks is how many links the multi-node step creates at once.
+const mnLinks = 10
+
+// Tier 3 on three nodes (cluster.Layout(3)): node 1 the machine (memifnet, default profile),
+// node 2 a memifnet node with the small profile, node 3 a control-plane node without hugepages
+// and without the memifnet label. memifnet installed with `kubectl apply -k manifests/` runs an
+// agent on nodes 1 and 2 only, none Pending; ten links created at once through the webhook land
+// each on one node, over both memifnet nodes, and pass verified traffic; `kubectl memifnet links
+// -A` names each link's node. See docs/e2e.md, "Several nodes".
+func TestTier3MultiNode(t *testing.T) {
+	testutil.RequireRoot(t, "the cluster tier (mounts, network namespaces, cgroups, iptables)")
+	start := time.Now()
+	logf := func(format string, a ...any) {
+		t.Logf("[%6.1fs] %s", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	repo := repoRoot(t)
+	in, err := cluster.Build(ctx, repo, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := cluster.TakeSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = "/run/memifnet-e2e-mn"
+	c := cluster.New(repo, base, in, logf)
+	c.NodeCount = 3
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpClusterLogs(t, c)
+		}
+		if err := c.Down(); err != nil {
+			t.Error(err)
+			return
+		}
+		after, err := cluster.TakeSnapshot()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if leaks := before.Leaks(after, base); len(leaks) > 0 {
+			t.Errorf("cluster down left the host changed:\n  %s", strings.Join(leaks, "\n  "))
+		}
+	})
+	if err := c.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := c.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &tier3{c: c, cs: cs, repo: repo, logf: logf}
+	nodes := c.Nodes()
+	for _, st := range []struct {
+		name string
+		fn   func(context.Context, *testing.T, []cluster.NodeSpec)
+	}{
+		{"Install", x.mnInstall},
+		{"Links", x.mnLinks},
+	} {
+		if !t.Run(st.name, func(t *testing.T) { st.fn(ctx, t, nodes) }) {
+			t.FailNow()
+		}
+	}
+}
+
+// mnInstall: `kubectl apply -k manifests/` runs one agent on each memifnet node, with its
+// profile's resources, and nothing of memifnet on the other node; no memifnet pod is Pending.
+func (x *tier3) mnInstall(ctx context.Context, t *testing.T, nodes []cluster.NodeSpec) {
+	x.logf("install: %s", strings.TrimSpace(x.kubectl(ctx, t, "apply", "-k", "manifests/")))
+	for _, ds := range []string{t3DaemonSet, t3DaemonSet + "-small"} {
+		x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", ds, "--timeout=3m")
+	}
+	want := map[string][2]int64{nodes[0].Name: {64, 4}, nodes[1].Name: {32, 2}}
+	for _, n := range nodes {
+		var got corev1.ResourceList
+		if err := node.Poll(ctx, 90*time.Second, "node "+n.Name+" allocatable", func() (bool, error) {
+			o, err := x.cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			got = o.Status.Allocatable
+			s, h := got["memifnet.io/socket"], got["memifnet.io/hugepool"]
+			return s.Value() == want[n.Name][0] && h.Value() == want[n.Name][1], nil
+		}); err != nil {
+			t.Fatalf("%v: %v", err, got)
+		}
+		hp := got["hugepages-2Mi"]
+		if n.HugepagePages >= 0 && hp.Value() != int64(n.HugepagePages)<<21 {
+			t.Errorf("node %s reports hugepages-2Mi %s, want its %d pages", n.Name, hp.String(), n.HugepagePages)
+		}
+		x.logf("install: node %s allocatable memifnet.io/socket=%d hugepool=%d hugepages-2Mi=%s", n.Name, want[n.Name][0], want[n.Name][1], hp.String())
+	}
+	pods, err := x.cs.CoreV1().Pods(t3Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perNode := map[string]int{}
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodRunning {
+			t.Errorf("memifnet pod %s is %s on %q", p.Name, p.Status.Phase, p.Spec.NodeName)
+		}
+		if strings.HasPrefix(p.Name, "memifnet-node") {
+			perNode[p.Spec.NodeName]++
+		}
+	}
+	for _, n := range nodes {
+		if want := map[bool]int{true: 1, false: 0}[n.Memifnet]; perNode[n.Name] != want {
+			t.Errorf("node %s runs %d memifnet agents, want %d", n.Name, perNode[n.Name], want)
+		}
+	}
+	x.logf("install: agents per node %v; no memifnet pod Pending", perNode)
+	x.webhookReady(ctx, t)
+}
+
+// mnLinks: ten links created at once (annotation + webhook): each link's two pods on one node,
+// links on both memifnet nodes, none on the other, every end's traffic verified, and `kubectl
+// memifnet links -A` names each link's node.
+func (x *tier3) mnLinks(ctx context.Context, t *testing.T, nodes []cluster.NodeSpec) {
+	var y strings.Builder
+	for i := range mnLinks {
+		link := fmt.Sprintf("mn-l%d", i)
+		fmt.Fprintf(&y, "%s---\n%s---\n",
+			mnPod(link+"-rx", "east", "east@"+link, "--mode=rx", "--verify", "--size=1500", "--duration=4s", "--rx-mode=interrupt", "--connect-timeout=3m"),
+			mnPod(link+"-tx", "west", `[{"name":"west","link":"`+link+`","role":"client","zeroCopy":true}]`,
+				"--mode=tx", "--verify", "--size=1500", "--duration=2s", "--connect-timeout=3m"))
+	}
+	x.kubectlIn(ctx, t, y.String(), "apply", "-f", "-")
+	t0 := time.Now()
+	where := map[string]string{} // link -> node
+	perNode := map[string]int{}
+	for i := range mnLinks {
+		link := fmt.Sprintf("mn-l%d", i)
+		for _, p := range []string{link + "-rx", link + "-tx"} {
+			x.podSucceeded(ctx, t, "default", p, 4*time.Minute)
+			x.verified(ctx, t, "default", p)
+		}
+		rx, tx := x.pod(ctx, t, link+"-rx").Spec.NodeName, x.pod(ctx, t, link+"-tx").Spec.NodeName
+		if rx != tx {
+			t.Errorf("link %s split: %s-rx on %s, %s-tx on %s", link, link, rx, link, tx)
+		}
+		where[link] = rx
+		perNode[rx]++
+	}
+	x.logf("links: %d links, 20 pods Succeeded with verified traffic in %.1fs; links per node %v", mnLinks, time.Since(t0).Seconds(), perNode)
+	for _, n := range nodes {
+		if n.Memifnet && perNode[n.Name] == 0 {
+			t.Errorf("no link on memifnet node %s: links per node %v", n.Name, perNode)
+		}
+		if !n.Memifnet && perNode[n.Name] != 0 {
+			t.Errorf("%d links on node %s, which runs no memifnet", perNode[n.Name], n.Name)
+		}
+	}
+	var links struct{ Links []kcLink }
+	x.memifnetJSON(ctx, t, x.c.Kubeconfig(), &links, "links", "-A")
+	for link, n := range where {
+		if l := findLink(links.Links, "default", link); l == nil || l.Node != n || len(l.Ends) != 2 {
+			t.Errorf("kubectl memifnet links -A: %s is %+v, want its two ends on node %s", link, l, n)
+		}
+	}
+	table, _, err := x.memifnetPlugin(ctx, t, x.c.Kubeconfig(), "links", "-A")
+	if err != nil {
+		t.Fatalf("kubectl memifnet links -A: %v\n%s", err, table)
+	}
+	x.logf("links: kubectl memifnet links -A:\n%s", table)
+	x.kubectl(ctx, t, "delete", "pods", "--all", "-n", "default", "--wait=true")
+	for _, n := range nodes {
+		state, devinfo := t3StateDir, t3DevInfoDir
+		if n.Index > 1 {
+			state, devinfo = x.c.NodeRoot(n.Index, t3StateDir), x.c.NodeRoot(n.Index, "/run/k8s.cni.cncf.io/devinfo")
+		}
+		var left []string
+		if err := node.Poll(ctx, 60*time.Second, "CNI DEL done on "+n.Name, func() (bool, error) {
+			var err error
+			left, err = node.LeftoversIn(state, devinfo)
+			return err == nil && len(left) == 0, err
+		}); err != nil {
+			sort.Strings(left)
+			t.Errorf("node %s keeps after the links' pods went:\n  %s", n.Name, strings.Join(left, "\n  "))
+		}
+	}
+}
+
+// mnPod is an annotation-only memif-perf pod (the webhook adds its slot and affinity), small:
+// twenty of them run at once on two cores shared with the cluster.
+func mnPod(name, port, annotation string, args ...string) string {
+	y := strings.Replace(cluster.PerfPod(name, port, "placeholder", "20m", args...),
+		", memifnet.io/socket: 1, memifnet.io/hugepool: 1", "", 1)
+	y = strings.Replace(y, `limits: {cpu: "1"`, `limits: {cpu: 250m`, 1)
+	return strings.Replace(y, `'[{"name":"`+port+`","link":"placeholder"}]'`, "'"+annotation+"'", 1)
+}
