@@ -1,12 +1,14 @@
 package manifests
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -60,6 +62,16 @@ func TestProfiles(t *testing.T) {
 			}
 			for _, ds := range agents {
 				checkAgentProfile(t, dir, ds, cm)
+			}
+			nodeReader := false
+			for _, o := range objs {
+				if r, ok := o.(*rbacv1.ClusterRole); ok && r.Name == "memifnet-node" {
+					want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}}
+					nodeReader = reflect.DeepEqual(r.Rules, want)
+				}
+			}
+			if !nodeReader {
+				t.Error("no ClusterRole memifnet-node granting get nodes and nothing else (the agent tells an unlabelled node by it)")
 			}
 		})
 	}
@@ -116,6 +128,15 @@ func checkAgentProfile(t *testing.T, dir string, ds *appsv1.DaemonSet, cm *corev
 	}
 	if v, _ := flagValue(dp.Args, "daemonset"); v != "$(POD_NAMESPACE)/$(MEMIFNET_DAEMONSET)" || env["MEMIFNET_DAEMONSET"] != ds.Name {
 		t.Errorf("%s watches --daemonset=%s with MEMIFNET_DAEMONSET=%q: not itself", ds.Name, v, env["MEMIFNET_DAEMONSET"])
+	}
+	var nodeName string
+	for _, e := range dp.Env {
+		if e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			nodeName = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	if nodeName != "spec.nodeName" {
+		t.Errorf("%s: NODE_NAME from %q, want spec.nodeName (the agent checks its node at a stop)", ds.Name, nodeName)
 	}
 	key := env["MEMIFNET_CONFIG"]
 	if v, _ := flagValue(dp.Args, "config"); v != "/etc/memifnet/$(MEMIFNET_CONFIG)" || cm.Data[key] == "" {

@@ -46,7 +46,8 @@ type Options struct {
 	DevinfoDir string // devinfo.DefaultDir
 	CDIDir     string // empty: no CDI, Allocate returns mounts
 	HTTPAddr   string // empty: no HTTP endpoints
-	// NodeName is the node's name, for the DRA driver's ResourceSlices (config dra.enabled).
+	// NodeName is the node's name, for the DRA driver's ResourceSlices (config dra.enabled) and
+	// to tell at a stop whether DaemonSet still selects the node (owner).
 	NodeName string
 	// KubeClient makes the DRA driver's API client (config dra.enabled) and the one that watches
 	// DaemonSet; nil: in-cluster config.
