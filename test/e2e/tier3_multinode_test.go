@@ -114,6 +114,7 @@ func (x *tier3) mnInstall(ctx context.Context, t *testing.T, nodes []cluster.Nod
 		}
 		x.logf("install: node %s allocatable memifnet.io/socket=%d hugepool=%d hugepages-2Mi=%s", n.Name, want[n.Name][0], want[n.Name][1], hp.String())
 	}
+	x.webhookReady(ctx, t)
 	pods, err := x.cs.CoreV1().Pods(t3Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +134,6 @@ func (x *tier3) mnInstall(ctx context.Context, t *testing.T, nodes []cluster.Nod
 		}
 	}
 	x.logf("install: agents per node %v; no memifnet pod Pending", perNode)
-	x.webhookReady(ctx, t)
 }
 
 // mnLinks: ten links created at once (annotation + webhook): each link's two pods on one node,
