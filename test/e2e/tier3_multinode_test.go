@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/test/e2e/cluster"
 	"github.com/memifnet/memifnet/test/e2e/node"
@@ -27,7 +30,8 @@ const mnLinks = 10
 // and without the memifnet label. memifnet installed with `kubectl apply -k manifests/` runs an
 // agent on nodes 1 and 2 only, none Pending; ten links created at once through the webhook land
 // each on one node, over both memifnet nodes, and pass verified traffic; `kubectl memifnet links
-// -A` names each link's node. See docs/e2e.md, "Several nodes".
+// -A` names each link's node; taking node 2's label away drains memifnet from it, labelling it
+// again brings it back. See docs/e2e.md, "Several nodes".
 func TestTier3MultiNode(t *testing.T) {
 	testutil.RequireRoot(t, "the cluster tier (mounts, network namespaces, cgroups, iptables)")
 	start := time.Now()
@@ -80,6 +84,7 @@ func TestTier3MultiNode(t *testing.T) {
 	}{
 		{"Install", x.mnInstall},
 		{"Links", x.mnLinks},
+		{"Relabel", x.mnRelabel},
 	} {
 		if !t.Run(st.name, func(t *testing.T) { st.fn(ctx, t, nodes) }) {
 			t.FailNow()
@@ -96,18 +101,7 @@ func (x *tier3) mnInstall(ctx context.Context, t *testing.T, nodes []cluster.Nod
 	}
 	want := map[string][2]int64{nodes[0].Name: {64, 4}, nodes[1].Name: {32, 2}}
 	for _, n := range nodes {
-		var got corev1.ResourceList
-		if err := node.Poll(ctx, 90*time.Second, "node "+n.Name+" allocatable", func() (bool, error) {
-			o, err := x.cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			got = o.Status.Allocatable
-			s, h := got["memifnet.io/socket"], got["memifnet.io/hugepool"]
-			return s.Value() == want[n.Name][0] && h.Value() == want[n.Name][1], nil
-		}); err != nil {
-			t.Fatalf("%v: %v", err, got)
-		}
+		got := x.allocatable(ctx, t, n.Name, want[n.Name][0], want[n.Name][1])
 		hp := got["hugepages-2Mi"]
 		if n.HugepagePages >= 0 && hp.Value() != int64(n.HugepagePages)<<21 {
 			t.Errorf("node %s reports hugepages-2Mi %s, want its %d pages", n.Name, hp.String(), n.HugepagePages)
@@ -188,20 +182,129 @@ func (x *tier3) mnLinks(ctx context.Context, t *testing.T, nodes []cluster.NodeS
 	x.logf("links: kubectl memifnet links -A:\n%s", table)
 	x.kubectl(ctx, t, "delete", "pods", "--all", "-n", "default", "--wait=true")
 	for _, n := range nodes {
-		state, devinfo := t3StateDir, t3DevInfoDir
-		if n.Index > 1 {
-			state, devinfo = x.c.NodeRoot(n.Index, t3StateDir), x.c.NodeRoot(n.Index, "/run/k8s.cni.cncf.io/devinfo")
+		x.mnNoLeftovers(ctx, t, n, false)
+	}
+}
+
+// mnNoLeftovers waits until node n, seen from inside it, keeps no pod's attachment (its own
+// slots and pools may stay) or, with all, nothing of memifnet: no memifnet mount under the state
+// dir, no file in it.
+func (x *tier3) mnNoLeftovers(ctx context.Context, t *testing.T, n cluster.NodeSpec, all bool) {
+	t.Helper()
+	root, mountinfo, err := x.c.NodeView(n.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(root, t3StateDir)
+	var left []string
+	err = node.Poll(ctx, 90*time.Second, "node "+n.Name+" clean", func() (bool, error) {
+		var err error
+		if left, err = node.LeftoversIn(state, filepath.Join(root, t3DevInfoDir)); err != nil {
+			return false, err
 		}
-		var left []string
-		if err := node.Poll(ctx, 60*time.Second, "CNI DEL done on "+n.Name, func() (bool, error) {
-			var err error
-			left, err = node.LeftoversIn(state, devinfo)
-			return err == nil && len(left) == 0, err
-		}); err != nil {
-			sort.Strings(left)
-			t.Errorf("node %s keeps after the links' pods went:\n  %s", n.Name, strings.Join(left, "\n  "))
+		f, err := os.Open(mountinfo)
+		if err != nil {
+			return false, err
+		}
+		defer f.Close()
+		ms, err := safefs.ParseMountinfo(f)
+		if err != nil {
+			return false, err
+		}
+		for _, m := range ms {
+			if strings.HasPrefix(m.Point, t3StateDir+"/") && names.IsMemifnetMount(m.FSType, m.Source) &&
+				(all || m.Source == names.LinkMountSource) {
+				left = append(left, "mount "+m.Point+" "+m.Source)
+			}
+		}
+		if all {
+			ents, _ := os.ReadDir(state)
+			for _, e := range ents {
+				left = append(left, "entry "+filepath.Join(t3StateDir, e.Name()))
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		sort.Strings(left)
+		t.Errorf("node %s keeps:\n  %s", n.Name, strings.Join(left, "\n  "))
+	}
+}
+
+// mnRelabel: taking node 2's memifnet.io/node label away drains memifnet from it (its agent
+// goes, and cleans the node as it goes: no pool or slot mount, an empty state dir, memif-cni out
+// of its conflist, nothing to allocate); labelling it again brings the agent back with its
+// profile's resources.
+func (x *tier3) mnRelabel(ctx context.Context, t *testing.T, nodes []cluster.NodeSpec) {
+	n := nodes[1]
+	x.kubectl(ctx, t, "label", "node", n.Name, cluster.LabelNode+"-")
+	x.waitAgents(ctx, t, n.Name, 0)
+	x.mnNoLeftovers(ctx, t, n, true)
+	root, _, err := x.c.NodeView(n.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(root, cluster.Conflist)
+	if b, err := os.ReadFile(conf); err != nil || strings.Contains(string(b), "memif-cni") {
+		t.Errorf("node %s's conflist after the unlabel (%v):\n%s", n.Name, err, b)
+	}
+	x.logf("relabel: %s unlabelled: no agent, no memifnet mount, empty state dir, memif-cni out of its conflist", n.Name)
+	x.kubectl(ctx, t, "label", "node", n.Name, cluster.LabelNode+"=true")
+	x.waitAgents(ctx, t, n.Name, 1)
+	x.allocatable(ctx, t, n.Name, 32, 2)
+	x.logf("relabel: %s labelled again: its agent is back with 32 slots and 2 pool units", n.Name)
+}
+
+// waitAgents waits until node runs want memifnet agents (Running and ready for want 1).
+func (x *tier3) waitAgents(ctx context.Context, t *testing.T, nodeName string, want int) {
+	t.Helper()
+	var got int
+	if err := node.Poll(ctx, 2*time.Minute, fmt.Sprintf("%d agents on %s", want, nodeName), func() (bool, error) {
+		pods, err := x.cs.CoreV1().Pods(t3Namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+		if err != nil {
+			return false, err
+		}
+		got = 0
+		for _, p := range pods.Items {
+			if !strings.HasPrefix(p.Name, "memifnet-node") {
+				continue
+			}
+			got++
+			if want > 0 && (p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || !podReady(&p)) {
+				return false, nil
+			}
+		}
+		return got == want, nil
+	}); err != nil {
+		t.Fatalf("%v: %d", err, got)
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
 		}
 	}
+	return false
+}
+
+// allocatable waits until node offers socket slots and pool units.
+func (x *tier3) allocatable(ctx context.Context, t *testing.T, nodeName string, socket, pool int64) corev1.ResourceList {
+	t.Helper()
+	var got corev1.ResourceList
+	if err := node.Poll(ctx, 90*time.Second, "node "+nodeName+" allocatable", func() (bool, error) {
+		o, err := x.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		got = o.Status.Allocatable
+		s, h := got[names.SocketResource], got["memifnet.io/hugepool"]
+		return s.Value() == socket && h.Value() == pool, nil
+	}); err != nil {
+		t.Fatalf("%v: %v", err, got)
+	}
+	return got
 }
 
 // mnPod is an annotation-only memif-perf pod (the webhook adds its slot and affinity), small:

@@ -293,3 +293,17 @@ func nodeSummary(nodes []NodeSpec) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// NodeView is where node i's own view of its paths and mounts can be read from the machine: the
+// root and mountinfo of its holder (through /proc), or the machine's for node 1.
+func (c *Cluster) NodeView(i int) (root, mountinfo string, err error) {
+	if i == 1 {
+		return "/", "/proc/self/mountinfo", nil
+	}
+	d := c.Daemon(daemonName(i, "holder"))
+	if d == nil || !d.Alive() {
+		return "", "", fmt.Errorf("node %d: no holder running", i)
+	}
+	p := "/proc/" + strconv.Itoa(d.PID)
+	return p + "/root", p + "/mountinfo", nil
+}
