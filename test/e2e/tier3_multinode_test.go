@@ -199,7 +199,10 @@ func (x *tier3) mnNoLeftovers(ctx context.Context, t *testing.T, n cluster.NodeS
 	var left []string
 	err = node.Poll(ctx, 90*time.Second, "node "+n.Name+" clean", func() (bool, error) {
 		var err error
-		if left, err = node.LeftoversIn(state, filepath.Join(root, t3DevInfoDir)); err != nil {
+		// /var/run is a link to /run, which a path through /proc/<pid>/root would take on the
+		// machine's root.
+		devinfo := filepath.Join(root, strings.Replace(t3DevInfoDir, "/var/run/", "/run/", 1))
+		if left, err = node.LeftoversIn(state, devinfo); err != nil {
 			return false, err
 		}
 		f, err := os.Open(mountinfo)
