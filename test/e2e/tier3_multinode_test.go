@@ -214,9 +214,8 @@ func (x *tier3) mnNoLeftovers(ctx context.Context, t *testing.T, n cluster.NodeS
 		if err != nil {
 			return false, err
 		}
-		for _, m := range ms {
-			if strings.HasPrefix(m.Point, t3StateDir+"/") && names.IsMemifnetMount(m.FSType, m.Source) &&
-				(all || m.Source == names.LinkMountSource) {
+		for _, m := range visibleUnder(ms, t3StateDir) {
+			if names.IsMemifnetMount(m.FSType, m.Source) && (all || m.Source == names.LinkMountSource) {
 				left = append(left, "mount "+m.Point+" "+m.Source)
 			}
 		}
@@ -317,4 +316,38 @@ func mnPod(name, port, annotation string, args ...string) string {
 		", memifnet.io/socket: 1, memifnet.io/hugepool: 1", "", 1)
 	y = strings.Replace(y, `limits: {cpu: "1"`, `limits: {cpu: 250m`, 1)
 	return strings.Replace(y, `'[{"name":"`+port+`","link":"placeholder"}]'`, "'"+annotation+"'", 1)
+}
+
+// visibleUnder is the mounts below dir that a path reaches. On a node after the first, dir is
+// the node's own bind mount; node 1's mounts below the same path propagate into the node's
+// mount namespace too (it is a slave of the machine's) but hang beneath that bind, hidden, and
+// are not the node's: only mounts descending from the topmost mount at dir count.
+func visibleUnder(ms []safefs.MountEntry, dir string) []safefs.MountEntry {
+	byID := map[int]safefs.MountEntry{}
+	top := -1
+	for _, m := range ms {
+		byID[m.ID] = m
+		if m.Point == dir {
+			top = m.ID // the last mounted at dir is the one on top
+		}
+	}
+	var out []safefs.MountEntry
+	for _, m := range ms {
+		if !strings.HasPrefix(m.Point, dir+"/") {
+			continue
+		}
+		ok := top < 0
+		for p, seen := m.Parent, 0; !ok && seen < len(ms); p, seen = byID[p].Parent, seen+1 {
+			if p == top {
+				ok = true
+			}
+			if _, known := byID[p]; !known {
+				break
+			}
+		}
+		if ok {
+			out = append(out, m)
+		}
+	}
+	return out
 }
