@@ -30,7 +30,8 @@ const mnLinks = 10
 // and without the memifnet label. memifnet installed with `kubectl apply -k manifests/` runs an
 // agent on nodes 1 and 2 only, none Pending; ten links created at once through the webhook land
 // each on one node, over both memifnet nodes, and pass verified traffic; `kubectl memifnet links
-// -A` names each link's node; taking node 2's label away drains memifnet from it, labelling it
+// -A` names each link's node, and shows a running link's state and rates on node 2, read
+// from its agent through the API server; taking node 2's label away drains memifnet from it, labelling it
 // again brings it back. See docs/e2e.md, "Several nodes".
 func TestTier3MultiNode(t *testing.T) {
 	testutil.RequireRoot(t, "the cluster tier (mounts, network namespaces, cgroups, iptables)")
@@ -84,6 +85,7 @@ func TestTier3MultiNode(t *testing.T) {
 	}{
 		{"Install", x.mnInstall},
 		{"Links", x.mnLinks},
+		{"Rates", x.mnRates},
 		{"Relabel", x.mnRelabel},
 	} {
 		if !t.Run(st.name, func(t *testing.T) { st.fn(ctx, t, nodes) }) {
@@ -184,6 +186,29 @@ func (x *tier3) mnLinks(ctx context.Context, t *testing.T, nodes []cluster.NodeS
 	for _, n := range nodes {
 		x.mnNoLeftovers(ctx, t, n, false)
 	}
+}
+
+// mnRates: a link running on node 2 shows its state and rates in `kubectl memifnet links -A`,
+// read from node 2's agent through the API server (node 2's address is not loopback, which the
+// API server refuses to proxy to: node 1's links show "-").
+func (x *tier3) mnRates(ctx context.Context, t *testing.T, nodes []cluster.NodeSpec) {
+	n := nodes[1]
+	pin := "spec:\n  nodeSelector: {kubernetes.io/hostname: \"" + n.Name + "\"}\n"
+	x.kubectlIn(ctx, t, strings.Replace(mnPod("mn-rate-rx", "east", "east@mn-rate", "--mode=rx", "--rx-mode=interrupt", "--duration=0", "--connect-timeout=2m"), "spec:\n", pin, 1)+"---\n"+
+		strings.Replace(mnPod("mn-rate-tx", "west", "west@mn-rate", "--mode=tx", "--duration=0", "--connect-timeout=2m"), "spec:\n", pin, 1),
+		"apply", "-f", "-")
+	defer x.kubectl(ctx, t, "delete", "pod", "mn-rate-rx", "mn-rate-tx", "--wait=true")
+	var l *kcLink
+	if err := node.Poll(ctx, 2*time.Minute, "mn-rate up in kubectl memifnet links -A", func() (bool, error) {
+		var links struct{ Links []kcLink }
+		x.memifnetJSON(ctx, t, x.c.Kubeconfig(), &links, "links", "-A")
+		l = findLink(links.Links, "default", "mn-rate")
+		return l != nil && l.Node == n.Name && l.State == "up", nil
+	}); err != nil {
+		t.Fatalf("%v: %+v", err, l)
+	}
+	table, _, _ := x.memifnetPlugin(ctx, t, x.c.Kubeconfig(), "links", "-A")
+	x.logf("rates: a link on %s, read through the API server from its agent:\n%s", n.Name, table)
 }
 
 // mnNoLeftovers waits until node n, seen from inside it, keeps no pod's attachment (its own
