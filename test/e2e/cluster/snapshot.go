@@ -65,21 +65,7 @@ func TakeSnapshot() (Snapshot, error) {
 			s.Links = append(s.Links, e.Name())
 		}
 	}
-	if out, err := exec.Command("ip", "route", "show").Output(); err == nil {
-		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			if l != "" {
-				s.Routes = append(s.Routes, strings.TrimSpace(l))
-			}
-		}
-	}
-	for _, h := range cgroupHierarchies() {
-		ents, _ := os.ReadDir(h)
-		for _, e := range ents {
-			if e.IsDir() {
-				s.Cgroups = append(s.Cgroups, filepath.Base(h)+"/"+e.Name())
-			}
-		}
-	}
+	s.Routes, s.Cgroups = routes(), topCgroups()
 	counters := regexp.MustCompile(`^(:\S+ \S+) \[\d+:\d+\]$`)
 	for _, fam := range []string{"iptables-save", "ip6tables-save"} {
 		out, err := exec.Command(fam).Output()
@@ -274,4 +260,31 @@ func hugepagesFree() int {
 		}
 	}
 	return -1
+}
+
+// routes is `ip route` of the main table, one route a line.
+func routes() []string {
+	var out []string
+	if b, err := exec.Command("ip", "route", "show").Output(); err == nil {
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if l != "" {
+				out = append(out, strings.TrimSpace(l))
+			}
+		}
+	}
+	return out
+}
+
+// topCgroups are the directories at the top of every cgroup hierarchy, "<hierarchy>/<name>".
+func topCgroups() []string {
+	var out []string
+	for _, h := range cgroupHierarchies() {
+		ents, _ := os.ReadDir(h)
+		for _, e := range ents {
+			if e.IsDir() {
+				out = append(out, filepath.Base(h)+"/"+e.Name())
+			}
+		}
+	}
+	return out
 }
