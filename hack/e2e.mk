@@ -9,7 +9,8 @@
 #   make kube         build (or reuse) the Kubernetes multi-call binary (kubelet, kube-apiserver,
 #                     kube-controller-manager, kube-scheduler, kubectl, etcd) outside the repo
 #   make kubelet      the same; prints the kubelet's path
-#   make cluster-up   a real one-node cluster (builds what is missing); last lines KUBECONFIG=, KUBECTL=
+#   make cluster-up   a real cluster, NODES nodes (default 1; builds what is missing); last lines
+#                     KUBECONFIG=, KUBECTL=
 #   make cluster-down stop it and undo every host change
 #   make e2e          Tier 1, Tier 2, then Tier 3 (the cluster)
 #   make demo         memifnet on the one-node cluster, narrated (hack/demo.sh)
@@ -20,6 +21,9 @@ IMAGE           ?= localhost/memifnet/memifnet:dev
 PAUSE_IMAGE     ?= localhost/memifnet/pause:dev
 DPDK_IMAGE      ?= localhost/memifnet/dpdk:dev
 KUBELET_VERSION ?= v1.34.4
+# make cluster-up NODES=3: node 1 is this machine, the others network and mount namespaces of it
+# (docs/e2e.md, "Several nodes").
+NODES           ?= 1
 # The build the binaries report (memif-deviceplugin logs it at start): an upgrade test builds a
 # second image with another VERSION and IMAGE tag.
 VERSION         ?= dev
@@ -49,7 +53,7 @@ kubelet:
 	@d=$$(KUBE_VERSION=$(KUBELET_VERSION) hack/build-kube.sh) && echo "$$d/kubelet"
 
 cluster-up:
-	$(GO) run ./hack/cluster up
+	$(GO) run ./hack/cluster --nodes=$(NODES) up
 
 cluster-down:
 	$(GO) run ./hack/cluster down

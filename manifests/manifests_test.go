@@ -482,9 +482,16 @@ func mounted(c corev1.Container, name string) bool {
 // whose deletion tells an uninstall from a restart (docs/deviceplugin.md).
 func ownDaemonSetOnly(t *testing.T, objs []any) {
 	t.Helper()
+	var agents []string // every agent DaemonSet: the default profile's and each profile's
+	for _, o := range objs {
+		if ds, ok := o.(*appsv1.DaemonSet); ok {
+			agents = append(agents, ds.Name)
+		}
+	}
+	sort.Strings(agents)
 	for _, o := range objs {
 		if r, ok := o.(*rbacv1.Role); ok && r.Name == "memifnet-node" {
-			want := []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: []string{"memifnet-node"}, Verbs: []string{"get", "list", "watch"}}}
+			want := []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: agents, Verbs: []string{"get", "list", "watch"}}}
 			if !reflect.DeepEqual(r.Rules, want) {
 				t.Errorf("Role memifnet-node rules %+v, want %+v", r.Rules, want)
 			}

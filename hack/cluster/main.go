@@ -1,5 +1,5 @@
-// Command cluster brings a real one-node Kubernetes cluster up on this machine, or down
-// (`make cluster-up`, `make cluster-down`; see docs/e2e.md and test/e2e/cluster).
+// Command cluster brings a real Kubernetes cluster of one or more nodes up on this machine, or
+// down (`make cluster-up [NODES=3]`, `make cluster-down`; see docs/e2e.md and test/e2e/cluster).
 //
 //	cluster up     build what is missing, start the cluster (or check the running one), print
 //	               KUBECONFIG=<path> and KUBECTL=<path> as the last lines
@@ -22,14 +22,18 @@ import (
 
 func main() {
 	base := flag.String("base", cluster.DefaultBase, "the cluster's directory")
+	nodes := flag.Int("nodes", 1, fmt.Sprintf("up: how many nodes (1 to %d; node 1 is this machine, the others namespaces of it)", cluster.MaxNodes))
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: %s [--base DIR] up|down|build\n", os.Args[0])
+		fmt.Fprintf(os.Stderr, "usage: %s [--base DIR] [--nodes N] up|down|build\n", os.Args[0])
 		flag.PrintDefaults()
 	}
 	flag.Parse()
 	if flag.NArg() != 1 {
 		flag.Usage()
 		os.Exit(2)
+	}
+	if *nodes < 1 || *nodes > cluster.MaxNodes {
+		fatal(fmt.Errorf("--nodes %d: want 1 to %d", *nodes, cluster.MaxNodes))
 	}
 	start := time.Now()
 	logf := func(format string, a ...any) {
@@ -43,7 +47,7 @@ func main() {
 	case "up":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		err := up(ctx, repo, *base, logf)
+		err := up(ctx, repo, *base, *nodes, logf)
 		if err != nil && ctx.Err() != nil {
 			logf("interrupted: taking the cluster down")
 			err = errors.Join(err, cluster.New(repo, *base, cluster.Inputs{}, logf).Down())
@@ -67,13 +71,14 @@ func main() {
 	}
 }
 
-func up(ctx context.Context, repo, base string, logf func(string, ...any)) error {
+func up(ctx context.Context, repo, base string, nodes int, logf func(string, ...any)) error {
 	logf("building or reusing kube (kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd), containerd, multus and the memifnet image")
 	in, err := cluster.Build(ctx, repo, os.Stderr)
 	if err != nil {
 		return err
 	}
 	c := cluster.New(repo, base, in, logf)
+	c.NodeCount = nodes
 	if err := c.Up(ctx); err != nil {
 		return fmt.Errorf("%w\n(`make cluster-down` removes what was started)", err)
 	}

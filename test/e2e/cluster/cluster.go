@@ -27,7 +27,6 @@ import (
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/internal/testutil"
-	"github.com/memifnet/memifnet/test/e2e/node"
 )
 
 // Fixed names and addresses of the cluster.
@@ -88,6 +87,8 @@ type State struct {
 	// cluster came up, when those directories existed: what workloads install there while it
 	// runs (memif-cni, which `kubectl delete` leaves by design) goes with the cluster.
 	CNIEntries []string `json:"cniEntries"`
+	// Nodes is the cluster's layout (Layout), written before any node is started.
+	Nodes []NodeSpec `json:"nodes"`
 }
 
 // Cluster is one cluster rooted at Base.
@@ -96,9 +97,13 @@ type Cluster struct {
 	Base string
 	In   Inputs
 	Logf func(format string, a ...any)
+	// NodeCount is how many nodes Up brings up (0 means 1): node 1 is the machine, the others
+	// are namespaces of it (nodes.go).
+	NodeCount int
 
-	mu    sync.Mutex
-	state State
+	mu         sync.Mutex
+	state      State
+	imageNames []string // manifestImages, once
 }
 
 // New returns a handle on the cluster at base (running or not).
@@ -189,6 +194,14 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	want := max(c.NodeCount, 1)
+	if found && len(c.state.Nodes) != want && c.NodeCount != 0 {
+		c.Logf("cluster at %s has %d nodes, %d asked for: taking it down first", c.Base, len(c.state.Nodes), want)
+		if err := c.Down(); err != nil {
+			return err
+		}
+		found = false
+	}
 	if found {
 		if err := c.healthy(ctx); err == nil {
 			c.Logf("cluster at %s is up and healthy", c.Base)
@@ -206,7 +219,7 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if err := os.MkdirAll(c.Base, 0o755); err != nil {
 		return err
 	}
-	c.state = State{Inputs: c.In}
+	c.state = State{Inputs: c.In, Nodes: Layout(want)}
 	if c.state.Chains, err = iptablesChains(); err != nil {
 		return err
 	}
@@ -230,6 +243,9 @@ func (c *Cluster) Up(ctx context.Context) error {
 		{"containerd", c.startContainerd},
 		{"images", c.importImages},
 		{"kubelet", c.startKubelet},
+		{"node network", c.nodeBridge},
+		{"nodes", c.startExtraNodes},
+		{"node labels", c.labelNodes},
 	}
 	for _, s := range steps {
 		t := time.Now()
@@ -238,7 +254,7 @@ func (c *Cluster) Up(ctx context.Context) error {
 		}
 		c.Logf("%s ready (%.1fs)", s.what, time.Since(t).Seconds())
 	}
-	c.Logf("cluster up in %.1fs; component logs in %s", time.Since(start).Seconds(), c.LogDir())
+	c.Logf("cluster up in %.1fs: %s; component logs in %s", time.Since(start).Seconds(), nodeSummary(c.state.Nodes), c.LogDir())
 	return nil
 }
 
@@ -286,7 +302,11 @@ func (c *Cluster) healthy(ctx context.Context) error {
 		}
 		names[d.Name] = true
 	}
-	for _, n := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet"} {
+	want := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet"}
+	for _, s := range c.Nodes()[1:] {
+		want = append(want, daemonName(s.Index, "holder"), daemonName(s.Index, "containerd"), daemonName(s.Index, "kubelet"))
+	}
+	for _, n := range want {
 		if !names[n] {
 			return fmt.Errorf("%s was never started", n)
 		}
@@ -296,7 +316,7 @@ func (c *Cluster) healthy(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	return c.waitNodeReady(ctx, 15*time.Second)
+	return c.waitNodesReady(ctx, 15*time.Second)
 }
 
 // Down stops the cluster at Base and undoes every change it made to the host, newest first. It
@@ -321,25 +341,21 @@ func (c *Cluster) Down() error {
 	}
 	stop := func(name string, grace time.Duration) {
 		if d := byName[name]; d != nil {
-			if err := d.Stop(syscall.SIGTERM, grace); err != nil {
+			if err := d.Stop(sigterm, grace); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	// The kubelet first, so that it does not restart what goes next; then every pod sandbox
-	// through the CRI (containerd runs CNI DEL for each: memif-cni undoes its mounts), then
-	// containerd and any shim left, then the control plane.
+	// The nodes after the first (stopExtraNodes), then node 1: the kubelet first, so that it
+	// does not restart what goes next; then every pod sandbox through the CRI (containerd runs
+	// CNI DEL for each: memif-cni undoes its mounts), then containerd and any shim left, then
+	// the control plane.
+	errs = append(errs, c.stopExtraNodes(byName)...)
 	stop("kubelet", 20*time.Second)
 	if d := byName["containerd"]; d != nil && d.Alive() {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		if cr, err := node.DialCRI(ctx, c.ContainerdSock()); err == nil {
-			if err := cr.RemoveAll(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("remove pod sandboxes: %w", err))
-			}
-		} else {
-			errs = append(errs, fmt.Errorf("containerd CRI: %w", err))
+		if err := removeSandboxes(c.ContainerdSock()); err != nil {
+			errs = append(errs, err)
 		}
-		cancel()
 	}
 	stop("containerd", 30*time.Second)
 	for _, pid := range processesWith("containerd-shim", c.ContainerdSock()) {
@@ -377,6 +393,8 @@ func (c *Cluster) Down() error {
 	c.Logf("cluster down in %.1fs: processes stopped, host changes undone, %s removed", time.Since(start).Seconds(), c.Base)
 	return nil
 }
+
+const sigterm = syscall.SIGTERM
 
 // removeNewEntries removes the entries of dirs that are not in before.
 func removeNewEntries(before []string, dirs ...string) error {

@@ -92,13 +92,17 @@ func TestSnapshotLeaks(t *testing.T) {
 	after.Mounts = []string{"/ shared", "/tmp/y private", "/proc private", "/var/lib/kubelet private"}
 	after.Iptables = []string{"iptables-save: *nat", "iptables-save: :KUBE-KUBELET-CANARY -"}
 	after.Netns = []string{"cni-1234", "other"}
-	after.Links = []string{"lo", Bridge, "eth9"}
+	after.Links = []string{"lo", Bridge, "eth9", NodeBridge, "mnveth2"}
+	after.Routes = []string{"10.244.89.0/24 via 10.250.0.2 dev memifnd0", "10.9.0.0/16 dev eth9"}
+	after.Cgroups = []string{"cpuset/node2", "memory/kubepods", "memory/user.slice"}
 	after.Processes = []string{"11 /x/kubelet"}
 	after.Paths = []string{names.KubeletDir}
 	got := before.Leaks(after, "/run/base")
 	want := []string{
 		"+mount / shared", "-mount / private", "+mount /var/lib/kubelet private",
-		"+netns cni-1234", "+link " + Bridge, "+iptables iptables-save: :KUBE-KUBELET-CANARY -",
+		"+netns cni-1234", "+link " + Bridge, "+link " + NodeBridge, "+link mnveth2",
+		"+route 10.244.89.0/24 via 10.250.0.2 dev memifnd0", "+cgroup cpuset/node2", "+cgroup memory/kubepods",
+		"+iptables iptables-save: :KUBE-KUBELET-CANARY -",
 		"+path " + names.KubeletDir, "+process 11 /x/kubelet",
 	}
 	slices.Sort(got)

@@ -232,11 +232,11 @@ func (c *Cluster) startScheduler(ctx context.Context) error {
 	return c.waitHTTP(ctx, d, "https://127.0.0.1:10259/healthz", "ok", 60*time.Second)
 }
 
-// containerdConfig is containerd v2's configuration (version 4): every path under Base (sockets,
+// containerdConfig is containerd v2's configuration (version 4): every path under dir (sockets,
 // shim sockets, runc's state, network namespaces), no imported host configuration, CRI with runc
 // (cgroupfs: this host has cgroup v1 and no systemd), the CDI spec dirs, the pause image built
 // (`make image`) as the sandbox image, and the node's CNI directories.
-func (c *Cluster) containerdConfig(pauseImage string) string {
+func containerdConfig(dir, pauseImage string) string {
 	return fmt.Sprintf(`version = 4
 root = %[1]q
 state = %[2]q
@@ -289,9 +289,9 @@ imports = []
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = '127.0.0.1'
   stream_server_port = '0'
-`, c.Path("containerd", "root"), c.Path("containerd", "state"), c.ContainerdSock(), c.ContainerdSock()+".ttrpc",
-		c.Path("containerd", "s"), c.Path("containerd", "opt"), c.Path("containerd", "runc"),
-		CNIBinDir, CNIConfDir, pauseImage)
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), filepath.Join(dir, "containerd.sock"),
+		filepath.Join(dir, "containerd.sock.ttrpc"), filepath.Join(dir, "s"), filepath.Join(dir, "opt"),
+		filepath.Join(dir, "runc"), CNIBinDir, CNIConfDir, pauseImage)
 }
 
 func (c *Cluster) startContainerd(ctx context.Context) error {
@@ -302,7 +302,7 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(c.Path("containerd", "config.toml"), []byte(c.containerdConfig(pause)), 0o644); err != nil {
+	if err := os.WriteFile(c.Path("containerd", "config.toml"), []byte(containerdConfig(c.Path("containerd"), pause)), 0o644); err != nil {
 		return err
 	}
 	// containerd finds its shim on PATH: ours (v2) before any other (Debian's 1.6).
@@ -312,17 +312,7 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return node.Poll(ctx, 60*time.Second, "containerd CRI", func() (bool, error) {
-		if !d.Alive() {
-			return false, fmt.Errorf("containerd exited (see %s)", d.Log)
-		}
-		cr, err := node.DialCRI(ctx, c.ContainerdSock())
-		if err != nil {
-			return false, err
-		}
-		cr.Close()
-		return true, nil
-	})
+	return waitCRI(ctx, d, c.ContainerdSock())
 }
 
 // kubeletConfig is the KubeletConfiguration of a cluster member (node.KubeletTLS), with a serving
@@ -358,20 +348,20 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 		"--containerd="+c.ContainerdSock(), "--v=2"); err != nil {
 		return err
 	}
-	return c.waitNodeReady(ctx, 120*time.Second)
+	return c.waitNodeReady(ctx, NodeName, "kubelet", 120*time.Second)
 }
 
-// waitNodeReady waits for the node to be registered and Ready.
-func (c *Cluster) waitNodeReady(ctx context.Context, timeout time.Duration) error {
+// waitNodeReady waits for node name, whose kubelet is daemon kubelet, to be registered and Ready.
+func (c *Cluster) waitNodeReady(ctx context.Context, name, kubelet string, timeout time.Duration) error {
 	cs, err := c.Clientset()
 	if err != nil {
 		return err
 	}
-	return node.Poll(ctx, timeout, "node "+NodeName+" Ready", func() (bool, error) {
-		if d := c.Daemon("kubelet"); d != nil && !d.Alive() {
-			return false, fmt.Errorf("kubelet exited (see %s)", d.Log)
+	return node.Poll(ctx, timeout, "node "+name+" Ready", func() (bool, error) {
+		if d := c.Daemon(kubelet); d != nil && !d.Alive() {
+			return false, fmt.Errorf("%s exited (see %s)", kubelet, d.Log)
 		}
-		n, err := cs.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}

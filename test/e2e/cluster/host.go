@@ -21,7 +21,9 @@ type Change struct {
 	// Kind is "path" (a file or directory the cluster created: removed, after unmounting what is
 	// mounted below it), "iptables" (a rule: deleted), "propagation" (mounts whose propagation
 	// was changed: put back), "link" (a network device: deleted), "sysctl" (a /proc/sys file:
-	// Args[0], its old value, written back).
+	// Args[0], its old value, written back), "route" (a route to Path on the machine: deleted),
+	// "cgroup" (a node's cgroup root, Path, in every hierarchy: removed with the kubelet's empty
+	// cgroups below it).
 	Kind   string      `json:"kind"`
 	Path   string      `json:"path,omitempty"`
 	Args   []string    `json:"args,omitempty"`
@@ -78,6 +80,16 @@ func (c Change) undo() error {
 		return nil
 	case "propagation":
 		return restorePropagation(c.Mounts)
+	case "route":
+		if out, _ := exec.Command("ip", "route", "show", c.Path).Output(); len(strings.TrimSpace(string(out))) == 0 {
+			return nil // gone with its device
+		}
+		if out, err := exec.Command("ip", "route", "del", c.Path).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip route del %s: %v: %s", c.Path, err, out)
+		}
+		return nil
+	case "cgroup":
+		return removeNodeCgroups(c.Path)
 	case "sysctl":
 		if len(c.Args) != 1 {
 			return fmt.Errorf("sysctl change without its old value")

@@ -15,9 +15,6 @@ import (
 	"github.com/memifnet/memifnet/internal/testutil"
 )
 
-// hugepagesNeeded is what the node agent's default pools take (4 x 64Mi of 2Mi pages) plus room.
-const hugepagesNeeded = 160
-
 // prepareHost makes the host changes a node needs, recording each first: the host paths the
 // components will create, enough hugepages, the mount of the agent's state directory shared, the `kubernetes` Service address routed
 // to the API server, the CNI directories and the node's primary network.
@@ -29,7 +26,7 @@ func (c *Cluster) prepareHost(ctx context.Context) error {
 			}
 		}
 	}
-	if err := c.ensureHugepages(hugepagesNeeded); err != nil {
+	if err := c.ensureHugepages(HugepagesNeeded(c.state.Nodes)); err != nil {
 		return err
 	}
 	before, err := sharedMountFor(names.StateDir)

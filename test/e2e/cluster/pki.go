@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
@@ -240,3 +241,21 @@ current-context: %s@memifnet
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// loadCA reads the cluster CA written by generatePKI (to sign the certificates of nodes added
+// later).
+func loadCA(p PKI) (*CA, error) {
+	pair, err := tls.LoadX509KeyPair(p.Path("ca.crt"), p.Path("ca.key"))
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, err
+	}
+	key, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("ca.key: not a signing key")
+	}
+	return &CA{Cert: cert, Key: key}, nil
+}

@@ -14,13 +14,17 @@ import (
 )
 
 // Snapshot is the host state a cluster may change: mounts (with their propagation), network
-// namespaces, network devices, iptables rules, hugepages, the host paths a node creates, and the
-// processes of the programs the cluster runs. Compare one taken before Up with one taken after
+// namespaces, network devices, routes, iptables rules, hugepages, cgroups, the host paths a node
+// creates, and the processes of the programs the cluster runs. Compare one taken before Up with one taken after
 // Down: they must be equal.
 type Snapshot struct {
-	Mounts    []string // "<path> <propagation>", propagation of shared mounts without peer group
-	Netns     []string
-	Links     []string
+	Mounts []string // "<path> <propagation>", propagation of shared mounts without peer group
+	Netns  []string
+	Links  []string
+	Routes []string // `ip route` of the main table, one per line
+	// Cgroups are the directories at the top of each cgroup hierarchy ("<hierarchy>/<name>"):
+	// the kubelets' kubepods and the extra nodes' roots go there.
+	Cgroups   []string
 	Iptables  []string // rules and chains of every table, IPv4 and IPv6, without counters
 	Hugepages string
 	// HugepagesFree is HugePages_Free, the machine's: other users of hugepages change it, so
@@ -61,6 +65,7 @@ func TakeSnapshot() (Snapshot, error) {
 			s.Links = append(s.Links, e.Name())
 		}
 	}
+	s.Routes, s.Cgroups = routes(), topCgroups()
 	counters := regexp.MustCompile(`^(:\S+ \S+) \[\d+:\d+\]$`)
 	for _, fam := range []string{"iptables-save", "ip6tables-save"} {
 		out, err := exec.Command(fam).Output()
@@ -145,6 +150,8 @@ func (s Snapshot) Diff(after Snapshot) []string {
 	cmp("mount", s.Mounts, after.Mounts)
 	cmp("netns", s.Netns, after.Netns)
 	cmp("link", s.Links, after.Links)
+	cmp("route", s.Routes, after.Routes)
+	cmp("cgroup", s.Cgroups, after.Cgroups)
 	cmp("iptables", s.Iptables, after.Iptables)
 	cmp("hugepages", []string{s.Hugepages}, []string{after.Hugepages})
 	cmp("path", s.Paths, after.Paths)
@@ -195,7 +202,17 @@ func (s Snapshot) Leaks(after Snapshot, base string) []string {
 				out = append(out, d)
 			}
 		case "link":
-			if added && (what == Bridge || strings.HasPrefix(what, "veth")) {
+			if added && (what == Bridge || what == NodeBridge || strings.HasPrefix(what, "veth") || strings.HasPrefix(what, "mnveth")) {
+				out = append(out, d)
+			}
+		case "route":
+			// The cluster's addresses only: others' tests route their own.
+			if strings.HasPrefix(what, "10.244.") || strings.HasPrefix(what, "10.250.0.") {
+				out = append(out, d)
+			}
+		case "cgroup":
+			name := what[strings.IndexByte(what, '/')+1:]
+			if name == "kubepods" || strings.HasPrefix(name, "node") {
 				out = append(out, d)
 			}
 		case "process":
@@ -243,4 +260,31 @@ func hugepagesFree() int {
 		}
 	}
 	return -1
+}
+
+// routes is `ip route` of the main table, one route a line.
+func routes() []string {
+	var out []string
+	if b, err := exec.Command("ip", "route", "show").Output(); err == nil {
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if l != "" {
+				out = append(out, strings.TrimSpace(l))
+			}
+		}
+	}
+	return out
+}
+
+// topCgroups are the directories at the top of every cgroup hierarchy, "<hierarchy>/<name>".
+func topCgroups() []string {
+	var out []string
+	for _, h := range cgroupHierarchies() {
+		ents, _ := os.ReadDir(h)
+		for _, e := range ents {
+			if e.IsDir() {
+				out = append(out, filepath.Base(h)+"/"+e.Name())
+			}
+		}
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 )
@@ -17,6 +18,12 @@ type KubeletConfig struct {
 	// and registers its node. Without it (standalone: no API server) anyone on 127.0.0.1 may
 	// call it and it registers nothing.
 	TLS *KubeletTLS
+	// Address is where the kubelet serves (default 127.0.0.1): a node of a multi-node cluster
+	// serves on its own address, in its own network namespace.
+	Address string
+	// CgroupRoot, if set, is the parent cgroup of the kubelet's pods (a node that shares the
+	// machine with others keeps its pods under a root of its own).
+	CgroupRoot string
 }
 
 // KubeletTLS are a cluster kubelet's serving certificate and key and its client CA.
@@ -37,7 +44,7 @@ imageServiceEndpoint: unix://%[1]s
 cgroupDriver: cgroupfs
 failSwapOn: false
 failCgroupV1: false
-address: 127.0.0.1
+address: %[2]s
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -46,7 +53,10 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
 resolvConf: /etc/resolv.conf
-`, k.ContainerdSock)
+`, k.ContainerdSock, cmp.Or(k.Address, "127.0.0.1"))
+	if k.CgroupRoot != "" {
+		fmt.Fprintf(&b, "cgroupRoot: %s\n", k.CgroupRoot)
+	}
 	if k.TLS == nil {
 		b.WriteString(`authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
 authorization: {mode: AlwaysAllow}

@@ -51,7 +51,8 @@ type Options struct {
 	TLSCertFile, TLSKeyFile string
 	MetricsAuth             bool // /metrics on HTTPAddr for authorized tokens; false: not there
 	LocalMetricsAddr        string
-	// NodeName is the node's name, for the DRA driver's ResourceSlices (config dra.enabled).
+	// NodeName is the node's name, for the DRA driver's ResourceSlices (config dra.enabled) and
+	// to tell at a stop whether DaemonSet still selects the node (owner).
 	NodeName string
 	// KubeClient makes the DRA driver's API client (config dra.enabled), the one that watches
 	// DaemonSet and the one that reviews the tokens of /metrics (MetricsAuth); nil: in-cluster

@@ -81,7 +81,7 @@ func (d *Daemon) watchOwner(ctx context.Context) *owner.Watcher {
 	}
 	client, err := mk()
 	if err == nil {
-		return owner.Start(ctx, client, ns, name, d.opts.Log)
+		return owner.Start(ctx, client, ns, name, d.opts.NodeName, d.opts.Log)
 	}
 	d.opts.Log.Warn("cannot watch the agent's DaemonSet: an uninstall will leave the node's slots and pools", "err", err)
 	return nil

@@ -35,6 +35,7 @@ type Watcher struct {
 	client    kubernetes.Interface
 	namespace string
 	name      string
+	node      string // the agent's node; "" when unknown (then no node check)
 	log       *slog.Logger
 
 	mu   sync.Mutex
@@ -43,9 +44,11 @@ type Watcher struct {
 }
 
 // Start watches the DaemonSet namespace/name until ctx ends. It does not wait for the API
-// server: the first GET (the DaemonSet's UID) is retried in the background.
-func Start(ctx context.Context, client kubernetes.Interface, namespace, name string, log *slog.Logger) *Watcher {
-	w := &Watcher{client: client, namespace: namespace, name: name, log: log}
+// server: the first GET (the DaemonSet's UID) is retried in the background. node is the agent's
+// node ("" if unknown): at SIGTERM a DaemonSet that no longer selects it means the node left
+// memifnet (node.go).
+func Start(ctx context.Context, client kubernetes.Interface, namespace, name, node string, log *slog.Logger) *Watcher {
+	w := &Watcher{client: client, namespace: namespace, name: name, node: node, log: log}
 	go w.run(ctx)
 	return w
 }
@@ -155,7 +158,14 @@ func (w *Watcher) Uninstalling(ctx context.Context) (bool, string) {
 		return true, why
 	}
 	ds, err := w.get(ctx)
-	return Decide(ds, err, w.ownUID())
+	gone, why := Decide(ds, err, w.ownUID())
+	if gone || err != nil || w.node == "" {
+		return gone, why
+	}
+	if left, whyNode := w.nodeLeft(ctx, ds); left || whyNode != "" {
+		return left, whyNode
+	}
+	return false, why
 }
 
 // get asks the API server for the DaemonSet, briefly.

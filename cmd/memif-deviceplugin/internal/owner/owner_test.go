@@ -70,7 +70,7 @@ func TestWatcherSeesDeletion(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := fake.NewClientset(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "memifnet-system", Name: "memifnet-node", UID: "u1"}})
-	w := Start(ctx, client, "memifnet-system", "memifnet-node", slog.Default())
+	w := Start(ctx, client, "memifnet-system", "memifnet-node", "", slog.Default())
 	waitUntil(t, "the first GET of the DaemonSet", func() bool { return w.ownUID() != "" })
 	if gone, why := w.Uninstalling(ctx); gone {
 		t.Fatalf("before the deletion: uninstall (%s)", why)
@@ -98,7 +98,7 @@ func TestWatcherUpgradeIsNoUninstall(t *testing.T) {
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "memifnet-system", Name: "memifnet-node", UID: "u1", Generation: 1}}
 	ds.Spec.Template.Spec.Containers = []corev1.Container{{Name: "deviceplugin", Image: "localhost/memifnet/memifnet:v1"}}
 	client := fake.NewClientset(ds)
-	w := Start(ctx, client, "memifnet-system", "memifnet-node", slog.Default())
+	w := Start(ctx, client, "memifnet-system", "memifnet-node", "", slog.Default())
 	waitUntil(t, "the first GET of the DaemonSet", func() bool { return w.ownUID() != "" })
 	dss := client.AppsV1().DaemonSets("memifnet-system")
 	up := ds.DeepCopy()
