@@ -33,13 +33,15 @@ const (
 // kcLink is the JSON of one link as `kubectl memifnet links -o json` prints it.
 type kcLink struct {
 	Namespace, Link, Backend, Node, Status, State, StateUnknownReason string
-	Ends                                                              []struct {
-		Pod, Port, Role string
-		Wired           bool
-		Stats           *struct {
-			Up        bool
-			RxPackets float64
-		}
+	Ends                                                              []kcEnd
+}
+
+type kcEnd struct {
+	Pod, Port, Role string
+	Wired           bool
+	Stats           *struct {
+		Up        bool
+		RxPackets float64
 	}
 }
 
@@ -83,6 +85,14 @@ func findLink(links []kcLink, ns, name string) *kcLink {
 	return nil
 }
 
+// endsOf is a link's ends; none for no link.
+func endsOf(l *kcLink) []kcEnd {
+	if l == nil {
+		return nil
+	}
+	return l.Ends
+}
+
 func findReason(fs []kcFinding, reason string) *kcFinding {
 	for i := range fs {
 		if fs[i].Reason == reason {
@@ -113,9 +123,27 @@ func (x *tier3) kubectlPlugin(ctx context.Context, t *testing.T) {
 	}
 	x.logf("kubectl: kc-rx and kc-tx pass traffic on kc-link in %s", kcNamespace)
 
+	// The agent's per-port metrics, read through a port-forward to the agent's loopback
+	// endpoint (the node-address one wants a token, issue 32 item 6): the link is up and kc-rx
+	// has received. The app writes its counters and the agent reads them once a second, so the
+	// first reading after kc-rx's first progress line may still say 0: ask until it does not.
 	var links struct{ Links []kcLink }
-	notes := x.memifnetJSON(ctx, t, admin, &links, "links", "-A")
-	l := findLink(links.Links, kcNamespace, "kc-link")
+	var l *kcLink
+	var notes string
+	var rx float64
+	if err := node.Poll(ctx, 30*time.Second, "kc-rx's received packets in links -A", func() (bool, error) {
+		links.Links = nil
+		notes = x.memifnetJSON(ctx, t, admin, &links, "links", "-A")
+		l, rx = findLink(links.Links, kcNamespace, "kc-link"), 0
+		for _, e := range endsOf(l) {
+			if e.Pod == "kc-rx" && e.Stats != nil {
+				rx = e.Stats.RxPackets
+			}
+		}
+		return rx > 0, nil
+	}); err != nil {
+		t.Errorf("%v (last: %+v, stderr %q)", err, l, notes)
+	}
 	if l == nil || len(l.Ends) != 2 || l.Node != cluster.NodeName || l.Status != "Wired" || l.Backend != "device-plugin" {
 		t.Fatalf("links -A: kc-link %+v; want both pods wired on node %s\n%+v", l, cluster.NodeName, links.Links)
 	}
@@ -128,15 +156,6 @@ func (x *tier3) kubectlPlugin(ctx context.Context, t *testing.T) {
 	}
 	if got["kc-rx"] != "east" || got["kc-tx"] != "west" {
 		t.Errorf("links -A: kc-link's ends %v, want kc-rx/east and kc-tx/west", got)
-	}
-	// The agent's per-port metrics, read through a port-forward to the agent's loopback
-	// endpoint (the node-address one wants a token, issue 32 item 6): the link is up and kc-rx
-	// has received.
-	var rx float64
-	for _, e := range l.Ends {
-		if e.Pod == "kc-rx" && e.Stats != nil {
-			rx = e.Stats.RxPackets
-		}
 	}
 	if l.State != "up" || l.StateUnknownReason != "" || rx == 0 {
 		t.Errorf("links -A: state %q (reason %q), kc-rx received %v, stderr %q: want up, from the agent's metrics", l.State, l.StateUnknownReason, rx, notes)
