@@ -117,11 +117,9 @@ func (s *serverSocket) unregister(i *Interface) {
 	s.wg.Wait()
 }
 
-// acceptLoop serves the socket's clients until unregister closes the listener. A socket with no
-// interface on it is not a stopped one: another interface may join while the last one leaves
-// (unregister looks again before it closes the listener). A client accepted then is served like
-// any other (bind says "ID not found" if no interface has joined when its INIT comes, and the
-// client retries); ending the loop there left the listener bound and deaf for good.
+// acceptLoop serves until unregister closes the listener. A socket with no interface is not a
+// stopped one (another may join as the last leaves); its client is served like any other ("ID
+// not found" until one joins): ending the loop there left the listener bound and deaf for good.
 func (s *serverSocket) acceptLoop() {
 	defer s.wg.Done()
 	for {
