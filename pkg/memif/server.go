@@ -70,8 +70,7 @@ func registerServer(i *Interface) (*serverSocket, error) {
 			serving: map[*Interface]*sync.WaitGroup{i: {}},
 		}
 		servers.m[key] = s
-		// Accepting only once the interface is there: a client already dialling (one whose
-		// server restarts) is never told "ID not found" by a server that has its ID.
+		// Accepting once the interface is in: a redialling client never hears "ID not found".
 		s.wg.Add(1)
 		go s.acceptLoop()
 		return s, nil
