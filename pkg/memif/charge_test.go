@@ -6,9 +6,7 @@ package memif_test
 // sparse hugetlbfs memfd.
 
 import (
-	"bufio"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -77,23 +75,11 @@ func TestServerRefusesRegionsOverItsLimit(t *testing.T) {
 // yet faulted in.
 func hugepagesReserved(t *testing.T) int {
 	t.Helper()
-	f, err := os.Open("/proc/meminfo")
+	m, err := testutil.Hugepages()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "HugePages_Rsvd:"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatal("no HugePages_Rsvd in /proc/meminfo")
-	return 0
+	return m.Reserved
 }
 
 // TestServerReservesNoHugepagesForClient: a client announces a sparse hugetlbfs memfd (64 MiB,
