@@ -96,8 +96,7 @@ func TestServerReservesNoHugepagesForClient(t *testing.T) {
 	p := dialRaw(t, addr)
 	p.init(7)
 	p.makeMemory()
-	p.send(socket.AddRegion{Index: 0, Size: uint64(len(p.region.Mem))}, p.region.Fd)
-	p.expect(socket.TypeAck)
+	p.addRegion()
 	huge := sparseMemfd(t, "memif-sparse-huge", size, unix.MFD_HUGETLB)
 	defer func() {
 		if huge >= 0 {
@@ -106,12 +105,8 @@ func TestServerReservesNoHugepagesForClient(t *testing.T) {
 	}()
 	p.send(socket.AddRegion{Index: 1, Size: size}, huge)
 	p.expect(socket.TypeAck)
-	for dir := range 2 {
-		p.send(p.ringMsg(dir), p.efds[dir])
-		p.expect(socket.TypeAck)
-	}
-	p.send(socket.Connect{Name: "raw"}, -1)
-	p.expect(socket.TypeConnected)
+	p.addRings()
+	p.connectAs("raw")
 	if err := waitUp(t, srv); err != nil {
 		t.Fatal(err)
 	}
