@@ -33,6 +33,7 @@ var documented = map[string]any{
 	"names.PoolsSubdir":           names.PoolsSubdir,
 	"names.HostPortsSubdir":       names.HostPortsSubdir,
 	"names.DRASubdir":             names.DRASubdir,
+	"names.SlotPrefix":            names.SlotPrefix,
 	"names.DRASlotPrefix":         names.DRASlotPrefix,
 	"names.DRADriver":             names.DRADriver,
 	"names.ContainerDir":          names.ContainerDir,

@@ -43,6 +43,8 @@ const (
 	PoolsSubdir = "pools"
 	// DRASubdir holds the DRA driver's checkpoint and link directories: <state>/dra/.
 	DRASubdir = "dra"
+	// SlotPrefix names the device plugin's slots, <state>/sockets/slot-NNN.
+	SlotPrefix = "slot"
 	// DRASlotPrefix names the DRA driver's slots, <state>/sockets/dra-slot-NNN, apart from the
 	// device plugin's slot-NNN.
 	DRASlotPrefix = "dra-slot"

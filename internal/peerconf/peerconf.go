@@ -66,7 +66,7 @@ func Number(slot string) uint32 {
 	if n, ok := slotIndex(slot, names.DRASlotPrefix+"-"); ok {
 		return draBase + n
 	}
-	if n, ok := slotIndex(slot, "slot-"); ok {
+	if n, ok := slotIndex(slot, names.SlotPrefix+"-"); ok {
 		return slotBase + n
 	}
 	h := fnv.New32a()

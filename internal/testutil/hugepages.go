@@ -76,13 +76,16 @@ func RaiseHugepages(n int, before func(old int) error) (old, now int, err error)
 	return old, now, nil
 }
 
-// HugepageInfo is the default hugepage size's line of /proc/meminfo.
+// HugepageInfo is the default hugepage size's lines of /proc/meminfo.
 type HugepageInfo struct {
 	Total, Free int // pages
-	PageKB      int // Hugepagesize
+	// Reserved (HugePages_Rsvd) are pages promised to mappings and not yet faulted in.
+	Reserved int
+	PageKB   int // Hugepagesize
 }
 
-// Hugepages reads the default hugepage size's counters from /proc/meminfo.
+// Hugepages reads the default hugepage size's counters from /proc/meminfo: the one reader of
+// it for the tests, the e2e harness and the DPDK peer.
 func Hugepages() (HugepageInfo, error) {
 	var m HugepageInfo
 	f, err := os.Open("/proc/meminfo")
@@ -99,6 +102,8 @@ func Hugepages() (HugepageInfo, error) {
 			m.Free = n
 		case "HugePages_Total":
 			m.Total = n
+		case "HugePages_Rsvd":
+			m.Reserved = n
 		case "Hugepagesize":
 			m.PageKB = n
 		}

@@ -6,9 +6,7 @@ package memif_test
 // sparse hugetlbfs memfd.
 
 import (
-	"bufio"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -77,23 +75,11 @@ func TestServerRefusesRegionsOverItsLimit(t *testing.T) {
 // yet faulted in.
 func hugepagesReserved(t *testing.T) int {
 	t.Helper()
-	f, err := os.Open("/proc/meminfo")
+	m, err := testutil.Hugepages()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "HugePages_Rsvd:"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatal("no HugePages_Rsvd in /proc/meminfo")
-	return 0
+	return m.Reserved
 }
 
 // TestServerReservesNoHugepagesForClient: a client announces a sparse hugetlbfs memfd (64 MiB,
@@ -110,8 +96,7 @@ func TestServerReservesNoHugepagesForClient(t *testing.T) {
 	p := dialRaw(t, addr)
 	p.init(7)
 	p.makeMemory()
-	p.send(socket.AddRegion{Index: 0, Size: uint64(len(p.region.Mem))}, p.region.Fd)
-	p.expect(socket.TypeAck)
+	p.addRegion()
 	huge := sparseMemfd(t, "memif-sparse-huge", size, unix.MFD_HUGETLB)
 	defer func() {
 		if huge >= 0 {
@@ -120,12 +105,8 @@ func TestServerReservesNoHugepagesForClient(t *testing.T) {
 	}()
 	p.send(socket.AddRegion{Index: 1, Size: size}, huge)
 	p.expect(socket.TypeAck)
-	for dir := range 2 {
-		p.send(p.ringMsg(dir), p.efds[dir])
-		p.expect(socket.TypeAck)
-	}
-	p.send(socket.Connect{Name: "raw"}, -1)
-	p.expect(socket.TypeConnected)
+	p.addRings()
+	p.connectAs("raw")
 	if err := waitUp(t, srv); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/memifnet/memifnet/pkg/memif"
 	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
 	"github.com/memifnet/memifnet/pkg/memif/memiftest"
-	"github.com/memifnet/memifnet/pkg/socket"
 )
 
 // makeUnsealedMemory is makeMemory on a memfd without F_SEAL_SHRINK: the raw peer can truncate it.
@@ -73,14 +72,7 @@ func TestServerSurvivesClientTruncatingItsRegion(t *testing.T) {
 	p := dialRaw(t, addr)
 	p.init(7)
 	p.makeUnsealedMemory()
-	p.send(socket.AddRegion{Index: 0, Size: uint64(len(p.region.Mem))}, p.region.Fd)
-	p.expect(socket.TypeAck)
-	for dir := range 2 {
-		p.send(p.ringMsg(dir), p.efds[dir])
-		p.expect(socket.TypeAck)
-	}
-	p.send(socket.Connect{Name: "raw"}, -1)
-	p.expect(socket.TypeConnected)
+	p.handshake()
 	if err := waitUp(t, srv); err != nil {
 		t.Fatal(err)
 	}

@@ -6,14 +6,15 @@ package memif_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/pkg/alloc"
 	"github.com/memifnet/memifnet/pkg/memif"
 	"github.com/memifnet/memifnet/pkg/memif/internal/ring"
@@ -150,36 +151,52 @@ func (p *rawPeer) connect(id uint32) {
 	p.t.Helper()
 	p.init(id)
 	p.makeMemory()
+	p.handshake()
+}
+
+// handshake is the rest of a valid client's handshake once its memory is made (makeMemory or
+// makeUnsealedMemory): region 0, both rings, CONNECT, each acknowledged.
+func (p *rawPeer) handshake() {
+	p.t.Helper()
+	p.addRegion()
+	p.addRings()
+	p.connectAs("raw")
+}
+
+// addRegion announces p.region as region 0 and expects its ACK.
+func (p *rawPeer) addRegion() {
+	p.t.Helper()
 	p.send(socket.AddRegion{Index: 0, Size: uint64(len(p.region.Mem))}, p.region.Fd)
 	p.expect(socket.TypeAck)
+}
+
+// addRings announces both rings with their eventfds, each
+// acknowledged.
+func (p *rawPeer) addRings() {
+	p.t.Helper()
 	for dir := range 2 {
 		p.send(p.ringMsg(dir), p.efds[dir])
 		p.expect(socket.TypeAck)
 	}
-	p.send(socket.Connect{Name: "raw"}, -1)
+}
+
+// connectAs sends CONNECT with the interface name and expects CONNECTED.
+func (p *rawPeer) connectAs(name string) {
+	p.t.Helper()
+	p.send(socket.Connect{Name: name}, -1)
 	p.expect(socket.TypeConnected)
 }
 
 func fdCount(t *testing.T) int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
+	return testutil.OpenFds(t)
 }
 
 // waitFds waits until the process has at most want fds open (connection goroutines close theirs
 // a moment after the peer sees the DISCONNECT).
 func waitFds(t *testing.T, want int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for fdCount(t) > want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d fds open, want %d: leak", fdCount(t), want)
-		}
-		time.Sleep(5 * time.Millisecond) // polling the kernel's fd table; nothing to wait on
-	}
+	testutil.Eventually(t, 5*time.Second, fmt.Sprintf("at most %d fds open (more: a leak)", want), func() bool { return fdCount(t) <= want })
 }
 
 func TestHostileClientMessages(t *testing.T) {
@@ -247,8 +264,7 @@ func TestHostileClientMessages(t *testing.T) {
 		}{name, func(p *rawPeer) {
 			p.init(7)
 			p.makeMemory()
-			p.send(socket.AddRegion{Size: uint64(len(p.region.Mem))}, p.region.Fd)
-			p.expect(socket.TypeAck)
+			p.addRegion()
 			m := p.ringMsg(0)
 			mutate(&m)
 			fd := -1
@@ -268,8 +284,7 @@ func TestHostileClientMessages(t *testing.T) {
 		}{name, func(p *rawPeer) {
 			p.init(7)
 			p.makeMemory()
-			p.send(socket.AddRegion{Size: uint64(len(p.region.Mem))}, p.region.Fd)
-			p.expect(socket.TypeAck)
+			p.addRegion()
 			fd := mk()
 			defer unix.Close(fd)
 			p.send(p.ringMsg(0), fd)
@@ -316,12 +331,8 @@ func TestHostileClientMessages(t *testing.T) {
 			p.init(7)
 			p.makeMemory()
 			p.rings[1].SetCookie(0xbadc0de)
-			p.send(socket.AddRegion{Size: uint64(len(p.region.Mem))}, p.region.Fd)
-			p.expect(socket.TypeAck)
-			for dir := range 2 {
-				p.send(p.ringMsg(dir), p.efds[dir])
-				p.expect(socket.TypeAck)
-			}
+			p.addRegion()
+			p.addRings()
 			p.send(socket.Connect{}, -1)
 		}, "cookie"},
 		struct {

@@ -41,12 +41,8 @@ func TestLibmemifLayout(t *testing.T) {
 	p.expect(socket.TypeAck)
 	p.send(socket.AddRegion{Index: 1, Size: uint64(len(bufs.Mem))}, bufs.Fd)
 	p.expect(socket.TypeAck)
-	for dir := range 2 {
-		p.send(p.ringMsg(dir), p.efds[dir])
-		p.expect(socket.TypeAck)
-	}
-	p.send(socket.Connect{Name: "libmemif-like"}, -1)
-	p.expect(socket.TypeConnected)
+	p.addRings()
+	p.connectAs("libmemif-like")
 	if err := waitUp(t, srv); err != nil {
 		t.Fatal(err)
 	}

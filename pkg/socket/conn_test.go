@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 var seq atomic.Int64
@@ -113,11 +115,7 @@ func rawPeer(t *testing.T, addr string) (int, *Conn) {
 
 func openFds(t *testing.T) int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
+	return testutil.OpenFds(t)
 }
 
 func TestRecvRejectsBadDatagrams(t *testing.T) {

@@ -17,11 +17,17 @@ type Query struct {
 	TimeoutSeconds int    `json:"timeoutSeconds"`
 }
 
+// Where the helper found the annotations (Answer.Source).
+const (
+	SourceKubelet   = "kubelet"
+	SourceAPIServer = "apiserver"
+)
+
 // Answer has the annotations and where they came from, or, if no place knew the pod, what each
 // place said.
 type Answer struct {
 	Found       bool              `json:"found"`
-	Source      string            `json:"source,omitempty"` // "kubelet" or "apiserver"
+	Source      string            `json:"source,omitempty"` // SourceKubelet or SourceAPIServer
 	Annotations map[string]string `json:"annotations,omitempty"`
 	Tried       []string          `json:"tried,omitempty"`
 }

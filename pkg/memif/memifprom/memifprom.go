@@ -18,7 +18,9 @@
 //	memifnet_port_ring_full_total{port,queue}               transmit bursts cut short by a full ring
 //	memifnet_port_rx_no_buffers_total{port,queue}           receive ring refills short of pool buffers
 //
-// The reason label takes one of a small fixed set (portstatus.Reasons), never the peer's text.
+// The names are pkg/memif/portmetricnames' (the node agent exports the same names from the
+// pods' status files). The reason label takes one of a small fixed set (portstatus.Reasons),
+// never the peer's text.
 package memifprom
 
 import (
@@ -28,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/memifnet/memifnet/pkg/memif"
+	n "github.com/memifnet/memifnet/pkg/memif/portmetricnames"
 )
 
 // Collector is a prometheus.Collector over a set of interfaces. It may be used from any
@@ -62,21 +65,21 @@ func (c *Collector) Remove(i *memif.Interface) {
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc("memifnet_port_"+name, help, labels, nil)
+	return prometheus.NewDesc(name, help, labels, nil)
 }
 
 var (
-	upDesc          = desc("up", "Whether the memif link is connected (1) or not (0).", "port")
-	transitionsDesc = desc("link_transitions_total", "Link state changes since the port was opened, by the state changed to.", "port", "to")
-	lastDownDesc    = desc("last_disconnect_info", "Why the link last went down (reason from a fixed set); absent until it has.", "port", "reason")
-	rxPacketsDesc   = desc("rx_packets_total", "Packets received.", "port", "queue")
-	rxBytesDesc     = desc("rx_bytes_total", "Payload bytes of the packets received.", "port", "queue")
-	txPacketsDesc   = desc("tx_packets_total", "Packets queued to the peer.", "port", "queue")
-	txBytesDesc     = desc("tx_bytes_total", "Payload bytes of the packets queued to the peer.", "port", "queue")
-	dropsDesc       = desc("drops_total", "Packets lost: bad descriptors, too large for the receiver's buffer, or unsendable.", "port", "queue", "direction")
-	badDescsDesc    = desc("bad_descriptors_total", "Descriptors from the peer that failed validation.", "port", "queue", "direction")
-	ringFullDesc    = desc("ring_full_total", "Transmit bursts cut short by a full ring (zero-copy: or an empty pool).", "port", "queue")
-	rxNoBufDesc     = desc("rx_no_buffers_total", "Receive ring refills short of pool buffers (zero-copy).", "port", "queue")
+	upDesc          = desc(n.Up, "Whether the memif link is connected (1) or not (0).", n.LabelPort)
+	transitionsDesc = desc(n.LinkTransitions, n.HelpLinkTransitions, n.LabelPort, n.LabelTo)
+	lastDownDesc    = desc(n.LastDisconnect, n.HelpLastDisconnect, n.LabelPort, n.LabelReason)
+	rxPacketsDesc   = desc(n.RxPackets, n.HelpRxPackets, n.LabelPort, n.LabelQueue)
+	rxBytesDesc     = desc(n.RxBytes, n.HelpRxBytes, n.LabelPort, n.LabelQueue)
+	txPacketsDesc   = desc(n.TxPackets, n.HelpTxPackets, n.LabelPort, n.LabelQueue)
+	txBytesDesc     = desc(n.TxBytes, n.HelpTxBytes, n.LabelPort, n.LabelQueue)
+	dropsDesc       = desc(n.Drops, n.HelpDrops, n.LabelPort, n.LabelQueue, n.LabelDirection)
+	badDescsDesc    = desc(n.BadDescriptors, n.HelpBadDescriptors, n.LabelPort, n.LabelQueue, n.LabelDirection)
+	ringFullDesc    = desc(n.RingFull, n.HelpRingFull, n.LabelPort, n.LabelQueue)
+	rxNoBufDesc     = desc(n.RxNoBuffers, n.HelpRxNoBuffers, n.LabelPort, n.LabelQueue)
 	allDescs        = []*prometheus.Desc{upDesc, transitionsDesc, lastDownDesc, rxPacketsDesc, rxBytesDesc, txPacketsDesc,
 		txBytesDesc, dropsDesc, badDescsDesc, ringFullDesc, rxNoBufDesc}
 )
@@ -107,8 +110,8 @@ func collect(ch chan<- prometheus.Metric, s memif.InterfaceStats) {
 		up = 1
 	}
 	ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, up, s.Name)
-	counter(transitionsDesc, s.LinkUps, "up")
-	counter(transitionsDesc, s.LinkDowns, "down")
+	counter(transitionsDesc, s.LinkUps, n.ToUp)
+	counter(transitionsDesc, s.LinkDowns, n.ToDown)
 	if s.LinkDowns > 0 {
 		ch <- prometheus.MustNewConstMetric(lastDownDesc, prometheus.GaugeValue, 1, s.Name, s.LastDownReason)
 	}
@@ -116,16 +119,16 @@ func collect(ch chan<- prometheus.Metric, s memif.InterfaceStats) {
 		queue := strconv.Itoa(k)
 		counter(rxPacketsDesc, q.Packets, queue)
 		counter(rxBytesDesc, q.Bytes, queue)
-		counter(dropsDesc, q.Drops, queue, "rx")
-		counter(badDescsDesc, q.BadDescs, queue, "rx")
+		counter(dropsDesc, q.Drops, queue, n.DirectionRx)
+		counter(badDescsDesc, q.BadDescs, queue, n.DirectionRx)
 		counter(rxNoBufDesc, q.NoBuf, queue)
 	}
 	for k, q := range s.Tx {
 		queue := strconv.Itoa(k)
 		counter(txPacketsDesc, q.Packets, queue)
 		counter(txBytesDesc, q.Bytes, queue)
-		counter(dropsDesc, q.Drops, queue, "tx")
-		counter(badDescsDesc, q.BadDescs, queue, "tx")
+		counter(dropsDesc, q.Drops, queue, n.DirectionTx)
+		counter(badDescsDesc, q.BadDescs, queue, n.DirectionTx)
 		counter(ringFullDesc, q.NoBuf, queue)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 // Snapshot is the host state a cluster may change: mounts (with their propagation), network
@@ -247,19 +248,11 @@ func (s Snapshot) ChangedUnder(after Snapshot, dirs ...string) []string {
 
 // hugepagesFree is HugePages_Free of /proc/meminfo (-1 when it cannot be read).
 func hugepagesFree() int {
-	b, err := os.ReadFile("/proc/meminfo")
+	m, err := testutil.Hugepages()
 	if err != nil {
 		return -1
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "HugePages_Free:"); ok {
-			var n int
-			if _, err := fmt.Sscan(v, &n); err == nil {
-				return n
-			}
-		}
-	}
-	return -1
+	return m.Free
 }
 
 // routes is `ip route` of the main table, one route a line.

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+
+	n "github.com/memifnet/memifnet/pkg/memif/portmetricnames"
 )
 
 // DefaultLocalPort is the port of the agent's --local-metrics-address, used when its pod's
@@ -60,7 +62,7 @@ func (p PortForward) Scrape(ctx context.Context, node string) (Snapshot, error) 
 		return Snapshot{}, fmt.Errorf("%s/%s's metrics: %w", p.Namespace, agent.Name, err)
 	}
 	if len(samples) == 0 {
-		return Snapshot{}, fmt.Errorf("node agent %s/%s exports no per-port metrics (%s...)", p.Namespace, agent.Name, MetricUp)
+		return Snapshot{}, fmt.Errorf("node agent %s/%s exports no per-port metrics (%s...)", p.Namespace, agent.Name, n.Up)
 	}
 	return FromSamples(at, samples), nil
 }

@@ -4,17 +4,8 @@ import (
 	"context"
 	"strings"
 	"time"
-)
 
-// The per-port metrics the node agent exports (issue 21 part 1), labelled namespace, pod, port
-// and link.
-const (
-	MetricUp        = "memifnet_port_up"
-	MetricRxPackets = "memifnet_port_rx_packets_total"
-	MetricTxPackets = "memifnet_port_tx_packets_total"
-	MetricRxBytes   = "memifnet_port_rx_bytes_total"
-	MetricTxBytes   = "memifnet_port_tx_bytes_total"
-	MetricDrops     = "memifnet_port_drops_total"
+	n "github.com/memifnet/memifnet/pkg/memif/portmetricnames"
 )
 
 // Key names one pod's port.
@@ -40,27 +31,27 @@ type Snapshot struct {
 func FromSamples(at time.Time, samples []Sample) Snapshot {
 	snap := Snapshot{At: at, Ports: map[Key]Counters{}}
 	for _, s := range samples {
-		k := Key{s.Labels["namespace"], s.Labels["pod"], s.Labels["port"]}
+		k := Key{s.Labels[n.LabelNamespace], s.Labels[n.LabelPod], s.Labels[n.LabelPort]}
 		if k.Namespace == "" || k.Pod == "" || k.Port == "" {
 			continue
 		}
 		c := snap.Ports[k]
-		if l := s.Labels["link"]; l != "" {
+		if l := s.Labels[n.LabelLink]; l != "" {
 			c.Link = l
 		}
 		// Counters add up over the port's other labels: pkg/memif/memifprom counts per queue.
 		switch s.Name {
-		case MetricUp:
+		case n.Up:
 			c.HasUp, c.Up = true, s.Value == 1
-		case MetricRxPackets:
+		case n.RxPackets:
 			c.RxPackets += s.Value
-		case MetricTxPackets:
+		case n.TxPackets:
 			c.TxPackets += s.Value
-		case MetricRxBytes:
+		case n.RxBytes:
 			c.RxBytes += s.Value
-		case MetricTxBytes:
+		case n.TxBytes:
 			c.TxBytes += s.Value
-		case MetricDrops:
+		case n.Drops:
 			c.Drops += s.Value
 		}
 		snap.Ports[k] = c
@@ -68,8 +59,9 @@ func FromSamples(at time.Time, samples []Sample) Snapshot {
 	return snap
 }
 
-// IsPortMetric keeps the per-port metrics.
-func IsPortMetric(name string) bool { return strings.HasPrefix(name, "memifnet_port_") }
+// IsPortMetric keeps the per-port metrics (the node agent's, named in pkg/memif/portmetricnames
+// and labelled namespace, pod, port and link).
+func IsPortMetric(name string) bool { return strings.HasPrefix(name, n.Prefix) }
 
 // Source reads a node's per-port metrics. An error says why there are none (the agent does not
 // run there, the user may not reach it, it exports no per-port metrics); callers show "-".

@@ -1,33 +1,9 @@
 package explain
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"strconv"
 	"strings"
 	"testing"
 )
-
-// TestWebhookReason keeps EventLinkPeerNodeFull the webhook's Event reason.
-func TestWebhookReason(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "../../../memif-webhook/internal/explain/explain.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := ""
-	ast.Inspect(f, func(n ast.Node) bool {
-		if vs, ok := n.(*ast.ValueSpec); ok && len(vs.Names) == 1 && vs.Names[0].Name == "Reason" && len(vs.Values) == 1 {
-			if lit, ok := vs.Values[0].(*ast.BasicLit); ok {
-				got, _ = strconv.Unquote(lit.Value)
-			}
-		}
-		return true
-	})
-	if got != EventLinkPeerNodeFull {
-		t.Errorf("the webhook's Event reason is %q, this plugin reads %q", got, EventLinkPeerNodeFull)
-	}
-}
 
 func TestParseCNIError(t *testing.T) {
 	// As the kubelet records it from containerd (kuberuntime: "Failed to create pod sandbox: %v").

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/memifnet/memifnet/cmd/internal/eventreason"
 	"github.com/memifnet/memifnet/cmd/kubectl-memifnet/internal/agentmetrics"
 	"github.com/memifnet/memifnet/cmd/kubectl-memifnet/internal/linkview"
 	"github.com/memifnet/memifnet/internal/names"
@@ -29,7 +30,7 @@ const (
 	ReasonNoDevice         = "NoDevice"
 	ReasonPeerAffinity     = "PeerAffinity"
 	ReasonUnschedulable    = "Unschedulable"
-	ReasonPeerNodeFull     = "LinkPeerNodeFull" // the webhook's Event reason, passed on
+	ReasonPeerNodeFull     = eventreason.LinkPeerNodeFull // the webhook's Event reason, passed on
 	ReasonPeerMissing      = "PeerMissing"
 	ReasonPeerPending      = "PeerPending"
 	ReasonPeerEnded        = "PeerEnded"
@@ -49,11 +50,9 @@ const (
 
 // Event reasons read.
 const (
-	EventSandboxFailed = "FailedCreatePodSandBox"        // kubelet: the runtime (and CNI) failed
-	EventDRAPrepare    = "FailedPrepareDynamicResources" // kubelet: a DRA driver's Prepare failed
-	// EventLinkPeerNodeFull is the webhook's Event (cmd/memif-webhook/internal/explain.Reason;
-	// TestWebhookReason keeps them equal).
-	EventLinkPeerNodeFull = "LinkPeerNodeFull"
+	EventSandboxFailed    = "FailedCreatePodSandBox"        // kubelet: the runtime (and CNI) failed
+	EventDRAPrepare       = "FailedPrepareDynamicResources" // kubelet: a DRA driver's Prepare failed
+	EventLinkPeerNodeFull = eventreason.LinkPeerNodeFull    // the webhook's
 )
 
 // Finding is one reason, most important first.

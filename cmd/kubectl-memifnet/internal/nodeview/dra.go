@@ -6,13 +6,8 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/memifnet/memifnet/cmd/internal/draattr"
 	"github.com/memifnet/memifnet/internal/names"
-)
-
-// The DRA driver's device attributes (cmd/memif-deviceplugin/internal/dra).
-const (
-	attrType = "type"
-	attrPool = "pool"
 )
 
 // dra fills in the DRA devices of the node: the driver's slices whose pool is the node (the
@@ -42,10 +37,10 @@ func (rep *Report) dra(node string, slices []resourceapi.ResourceSlice, claims [
 		}
 		for _, d := range s.Spec.Devices {
 			dev := Device{Name: d.Name, Claim: held[d.Name]}
-			if a, ok := d.Attributes[attrType]; ok && a.StringValue != nil {
+			if a, ok := d.Attributes[draattr.Type]; ok && a.StringValue != nil {
 				dev.Type = *a.StringValue
 			}
-			if a, ok := d.Attributes[attrPool]; ok && a.StringValue != nil {
+			if a, ok := d.Attributes[draattr.Pool]; ok && a.StringValue != nil {
 				dev.Pool = *a.StringValue
 			}
 			for _, t := range d.Taints {

@@ -6,17 +6,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/memifnet/memifnet/cmd/internal/eventreason"
 )
 
-// The node agent's Events on its Node (cmd/memif-deviceplugin/internal/events): a pool unit a
-// previous tenant still holds is withheld, and refilled once let go; a device whose scrub failed
-// is out of service, and recovered once a retried scrub worked. Their messages begin
-// "unit <id> " and "device <id> ".
+// The node agent's Events on its Node (cmd/internal/eventreason says what each means). Their
+// messages begin "unit <id> " and "device <id> ".
 const (
-	EventUnitWithheld = "PoolUnitWithheld"
-	EventUnitRefilled = "PoolUnitRefilled"
-	EventScrubFailed  = "DeviceScrubFailed"
-	EventRecovered    = "DeviceRecovered"
+	EventUnitWithheld = eventreason.UnitWithheld
+	EventUnitRefilled = eventreason.UnitRefilled
+	EventScrubFailed  = eventreason.ScrubFailed
+	EventRecovered    = eventreason.Recovered
 )
 
 // AddAgentEvents puts the agent's Events about the node into the report (newest first) and

@@ -18,10 +18,10 @@ import (
 	"github.com/memifnet/memifnet/internal/names"
 )
 
-// Sources of the annotations.
+// Sources of the annotations (memif-cni reads them back from the answer).
 const (
-	SourceKubelet   = "kubelet"
-	SourceAPIServer = "apiserver"
+	SourceKubelet   = podquery.SourceKubelet
+	SourceAPIServer = podquery.SourceAPIServer
 )
 
 // UserAgent is what the lookups call themselves: the helper's name.

@@ -30,8 +30,8 @@ type Source string
 // Sources, in the order they are tried.
 const (
 	SourceRuntime   Source = "runtimeConfig"
-	SourceKubelet   Source = "kubelet"
-	SourceAPIServer Source = "apiserver"
+	SourceKubelet   Source = podquery.SourceKubelet
+	SourceAPIServer Source = podquery.SourceAPIServer
 )
 
 // Options are the places to ask.

@@ -108,13 +108,7 @@ func start(t *testing.T, o Options) (*Daemon, func()) {
 
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, d, what, cond)
 }
 
 func allocate(t *testing.T, c pluginapi.DevicePluginClient, ctrs ...[]string) *pluginapi.AllocateResponse {

@@ -5,16 +5,18 @@ import (
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
+
+	"github.com/memifnet/memifnet/cmd/internal/draattr"
 )
 
 // Attribute names of the driver's devices (qualified by the driver name in CEL:
-// device.attributes["memifnet.io"].type).
+// device.attributes["memifnet.io"].type); cmd/internal/draattr spells them for every reader.
 const (
-	AttrType     = "type"     // "socket" or "hugepage"
-	AttrNUMANode = "numaNode" // int
-	AttrPool     = "pool"     // hugepage pool name
-	AttrPageSize = "pageSize" // hugepage size, "2Mi" or "1Gi"
-	CapSize      = "size"     // capacity: a unit's bytes, a slot's tmpfs bytes
+	AttrType     = draattr.Type     // "socket" or "hugepage"
+	AttrNUMANode = draattr.NUMANode // int
+	AttrPool     = draattr.Pool     // hugepage pool name
+	AttrPageSize = draattr.PageSize // hugepage size, "2Mi" or "1Gi"
+	CapSize      = draattr.Size     // capacity: a unit's bytes, a slot's tmpfs bytes
 )
 
 // AttrNetNUMANode is the NUMA node under the name the DRA network drivers publish it (DRANET,

@@ -15,18 +15,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/memifnet/memifnet/cmd/internal/eventreason"
 )
 
-// Reasons of the Events about withheld units.
+// Reasons of the Events about withheld units (kubectl-memifnet reads them: the values are
+// cmd/internal/eventreason's).
 const (
-	ReasonUnitWithheld = "PoolUnitWithheld"
-	ReasonUnitRefilled = "PoolUnitRefilled"
+	ReasonUnitWithheld = eventreason.UnitWithheld
+	ReasonUnitRefilled = eventreason.UnitRefilled
 )
 
 // Reasons of the Events about devices whose scrub failed (device.ErrScrubFailed).
 const (
-	ReasonScrubFailed = "DeviceScrubFailed"
-	ReasonRecovered   = "DeviceRecovered"
+	ReasonScrubFailed = eventreason.ScrubFailed
+	ReasonRecovered   = eventreason.Recovered
 )
 
 // Recorder records Events on the node's Node object, in namespace default (where the kubelet

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 // What a GET of the DaemonSet at SIGTERM decides, for each answer the API server can give while
@@ -132,11 +134,5 @@ func TestWatcherUpgradeIsNoUninstall(t *testing.T) {
 // wait on) and fails the test if it is not true within 10 s.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, what, cond)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	n "github.com/memifnet/memifnet/pkg/memif/portmetricnames"
 	"github.com/memifnet/memifnet/pkg/memif/portstatus"
 )
 
@@ -61,30 +62,31 @@ var errPassBudget = errors.New("not read: the pass over the status files took lo
 // under slotsDir (<state>/sockets).
 func New(slotsDir string, ports Source, log *slog.Logger) *Collector {
 	return &Collector{slotsDir: slotsDir, ports: ports, log: log, now: time.Now, budget: PassBudget, last: map[string]string{},
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "memifnet_port_status_errors_total",
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n.StatusErrors,
 			Help: "Status files (<slot>/status.json) that gave no status, by why: refused (not a regular file, or too large), invalid, unreadable."},
-			[]string{"reason"})}
+			[]string{n.LabelReason})}
 }
 
-var portLabels = []string{"namespace", "pod", "port", "link"}
+var portLabels = []string{n.LabelNamespace, n.LabelPod, n.LabelPort, n.LabelLink}
 
 func desc(name, help string, extra ...string) *prometheus.Desc {
-	return prometheus.NewDesc("memifnet_port_"+name, help, append(append([]string(nil), portLabels...), extra...), nil)
+	return prometheus.NewDesc(name, help, append(append([]string(nil), portLabels...), extra...), nil)
 }
 
+// The names and, but for up's, the help texts are memifprom's (pkg/memif/portmetricnames).
 var (
-	upDesc          = desc("up", "Whether the memif link is connected (1) or not (0), as the port's status file says (0 when the file is stale).")
-	transitionsDesc = desc("link_transitions_total", "Link state changes since the port was opened, by the state changed to.", "to")
-	lastDownDesc    = desc("last_disconnect_info", "Why the link last went down (reason from a fixed set); absent until it has.", "reason")
-	rxPacketsDesc   = desc("rx_packets_total", "Packets received.")
-	rxBytesDesc     = desc("rx_bytes_total", "Payload bytes of the packets received.")
-	txPacketsDesc   = desc("tx_packets_total", "Packets queued to the peer.")
-	txBytesDesc     = desc("tx_bytes_total", "Payload bytes of the packets queued to the peer.")
-	dropsDesc       = desc("drops_total", "Packets lost: bad descriptors, too large for the receiver's buffer, or unsendable.", "direction")
-	badDescsDesc    = desc("bad_descriptors_total", "Descriptors from the peer that failed validation.", "direction")
-	ringFullDesc    = desc("ring_full_total", "Transmit bursts cut short by a full ring (zero-copy: or an empty pool).")
-	rxNoBufDesc     = desc("rx_no_buffers_total", "Receive ring refills short of pool buffers (zero-copy).")
-	linkUpDesc      = prometheus.NewDesc("memifnet_link_up", "Whether both ends of a pod-to-pod link on this node are up (1) or not (0); claim is the DRA claim of a DRA link, empty for a memif-cni link.", []string{"namespace", "link", "claim"}, nil)
+	upDesc          = desc(n.Up, "Whether the memif link is connected (1) or not (0), as the port's status file says (0 when the file is stale).")
+	transitionsDesc = desc(n.LinkTransitions, n.HelpLinkTransitions, n.LabelTo)
+	lastDownDesc    = desc(n.LastDisconnect, n.HelpLastDisconnect, n.LabelReason)
+	rxPacketsDesc   = desc(n.RxPackets, n.HelpRxPackets)
+	rxBytesDesc     = desc(n.RxBytes, n.HelpRxBytes)
+	txPacketsDesc   = desc(n.TxPackets, n.HelpTxPackets)
+	txBytesDesc     = desc(n.TxBytes, n.HelpTxBytes)
+	dropsDesc       = desc(n.Drops, n.HelpDrops, n.LabelDirection)
+	badDescsDesc    = desc(n.BadDescriptors, n.HelpBadDescriptors, n.LabelDirection)
+	ringFullDesc    = desc(n.RingFull, n.HelpRingFull)
+	rxNoBufDesc     = desc(n.RxNoBuffers, n.HelpRxNoBuffers)
+	linkUpDesc      = prometheus.NewDesc(n.LinkUp, "Whether both ends of a pod-to-pod link on this node are up (1) or not (0); claim is the DRA claim of a DRA link, empty for a memif-cni link.", []string{n.LabelNamespace, n.LabelLink, n.LabelClaim}, nil)
 	allDescs        = []*prometheus.Desc{upDesc, transitionsDesc, lastDownDesc, rxPacketsDesc, rxBytesDesc, txPacketsDesc,
 		txBytesDesc, dropsDesc, badDescsDesc, ringFullDesc, rxNoBufDesc, linkUpDesc}
 )
@@ -185,8 +187,8 @@ func collectPort(ch chan<- prometheus.Metric, r Reading) {
 	}
 	s := r.Status
 	metric(upDesc, prometheus.GaugeValue, bool01(r.Up()))
-	counter(transitionsDesc, s.LinkUps, "up")
-	counter(transitionsDesc, s.LinkDowns, "down")
+	counter(transitionsDesc, s.LinkUps, n.ToUp)
+	counter(transitionsDesc, s.LinkDowns, n.ToDown)
 	if s.LastDownReason != portstatus.ReasonNone {
 		metric(lastDownDesc, prometheus.GaugeValue, 1, s.LastDownReason)
 	}
@@ -194,10 +196,10 @@ func collectPort(ch chan<- prometheus.Metric, r Reading) {
 	counter(rxBytesDesc, s.Rx.Bytes)
 	counter(txPacketsDesc, s.Tx.Packets)
 	counter(txBytesDesc, s.Tx.Bytes)
-	counter(dropsDesc, s.Rx.Drops, "rx")
-	counter(dropsDesc, s.Tx.Drops, "tx")
-	counter(badDescsDesc, s.Rx.BadDescriptors, "rx")
-	counter(badDescsDesc, s.Tx.BadDescriptors, "tx")
+	counter(dropsDesc, s.Rx.Drops, n.DirectionRx)
+	counter(dropsDesc, s.Tx.Drops, n.DirectionTx)
+	counter(badDescsDesc, s.Rx.BadDescriptors, n.DirectionRx)
+	counter(badDescsDesc, s.Tx.BadDescriptors, n.DirectionTx)
 	counter(ringFullDesc, s.Tx.RingFull)
 	counter(rxNoBufDesc, s.Rx.RingFull)
 }

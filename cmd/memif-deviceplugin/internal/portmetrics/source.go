@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/memifnet/memifnet/cmd/internal/cniattach"
 	"github.com/memifnet/memifnet/internal/names"
 )
 
@@ -37,23 +38,12 @@ type Source func() ([]Port, error)
 // maxRecord bounds an attachment record read (a real one is well under 4 KiB).
 const maxRecord = 1 << 20
 
-// attachment is the part of memif-cni's attachment record (cmd/memif-cni/internal/state) that
-// names its ports. The records are root's (<state>/state is not reachable from a pod); the
-// decode is lenient so that fields memif-cni adds later do not break it.
-type attachment struct {
-	Namespace string `json:"namespace"`
-	Pod       string `json:"pod"`
-	Ports     []struct {
-		Name string `json:"name"`
-		Slot string `json:"slot"`
-		Link string `json:"link"`
-	} `json:"ports"`
-}
-
-// CNIPorts lists the device plugin's ports from memif-cni's attachment records under
-// <stateDir>/state/attachments. A record being written or removed meanwhile is skipped.
+// CNIPorts lists the device plugin's ports from memif-cni's attachment records
+// (cmd/internal/cniattach) under <stateDir>/state/attachments. A record being written or
+// removed meanwhile is skipped. The records are root's (<state>/state is not reachable from a
+// pod); fields this reader does not need are decoded and ignored.
 func CNIPorts(stateDir string) Source {
-	dir := filepath.Join(stateDir, names.StoreSubdir, "attachments")
+	dir := filepath.Join(stateDir, names.StoreSubdir, cniattach.Subdir)
 	return func() ([]Port, error) {
 		ents, err := os.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -82,19 +72,19 @@ func CNIPorts(stateDir string) Source {
 	}
 }
 
-func readAttachment(path string) (attachment, error) {
+func readAttachment(path string) (cniattach.Attachment, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return attachment{}, err
+		return cniattach.Attachment{}, err
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxRecord))
 	if err != nil {
-		return attachment{}, err
+		return cniattach.Attachment{}, err
 	}
-	var a attachment
+	var a cniattach.Attachment
 	if err := json.Unmarshal(b, &a); err != nil {
-		return attachment{}, err
+		return cniattach.Attachment{}, err
 	}
 	return a, nil
 }

@@ -44,7 +44,7 @@ type Provider struct {
 
 // IDs returns the slot names for n slots: slot-000, slot-001, ... The width is at least three
 // digits so names sort in numeric order in ls.
-func IDs(n int) []string { return PrefixedIDs("slot", n) }
+func IDs(n int) []string { return PrefixedIDs(names.SlotPrefix, n) }
 
 // PrefixedIDs returns the slot names <prefix>-000, ... (the DRA driver's are dra-slot-NNN).
 func PrefixedIDs(prefix string, n int) []string {
@@ -62,7 +62,7 @@ func PrefixedIDs(prefix string, n int) []string {
 // NUMA nodes in contiguous blocks so that a container can get all of its slots on the node of its
 // pool units and CPUs.
 func New(stateDir string, n int, nodes []int, limits tmpfs.Limits, dw devinfo.Writer, log *slog.Logger) (*Provider, error) {
-	return NewPrefixed(stateDir, "slot", n, nodes, limits, dw, log)
+	return NewPrefixed(stateDir, names.SlotPrefix, n, nodes, limits, dw, log)
 }
 
 // NewPrefixed is New for slots named <prefix>-NNN: the DRA driver's own slots live next to the

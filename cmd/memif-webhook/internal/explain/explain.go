@@ -18,13 +18,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/memifnet/memifnet/cmd/internal/eventreason"
 	"github.com/memifnet/memifnet/cmd/memif-webhook/internal/admission"
 	"github.com/memifnet/memifnet/cmd/memif-webhook/internal/podpolicy"
 	"github.com/memifnet/memifnet/internal/names"
 )
 
-// Reason is the Event reason.
-const Reason = "LinkPeerNodeFull"
+// Reason is the Event reason (kubectl-memifnet's explain reads it).
+const Reason = eventreason.LinkPeerNodeFull
 
 // Slots is a node's socket slots as the scheduler counts them.
 type Slots struct {
