@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/memifnet/memifnet/internal/names"
@@ -70,10 +71,20 @@ func parse(value string, resolve func(link string) (string, error)) ([]Port, err
 		err = validate(ps)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", names.PortsAnnotation, err)
+		return nil, &AnnotationError{Err: err}
 	}
 	return ps, nil
 }
+
+// AnnotationError is a bad memifnet.io/ports annotation; Err says what is wrong with it without
+// naming the annotation, for a caller that names it its own way (the webhook's field path).
+type AnnotationError struct{ Err error }
+
+func (e *AnnotationError) Error() string {
+	return fmt.Sprintf("annotation %s: %v", names.PortsAnnotation, e.Err)
+}
+
+func (e *AnnotationError) Unwrap() error { return e.Err }
 
 func resolveLinks(ps []Port, resolve func(string) (string, error)) error {
 	for i := range ps {
@@ -139,71 +150,47 @@ func parseShort(v string) ([]Port, error) {
 	return ps, nil
 }
 
+// validate fills in each port's defaults and checks it (Port.Validate) and the list: names and
+// links unique. Every problem names its port and field.
 func validate(ps []Port) error {
 	var errs []error
 	portAt := map[string]int{}
 	links := map[string]int{}
 	for i := range ps {
 		p := &ps[i]
-		bad := func(field, format string, a ...any) {
-			errs = append(errs, fmt.Errorf("port %d (%s): field %q: %s", i, p.Name, field, fmt.Sprintf(format, a...)))
+		p.Default()
+		fes := p.Validate()
+		// The list's own checks, placed where a reader of the field's errors expects them: a
+		// duplicate name first, a duplicate link after the name (each only of a valid value).
+		if portspec.IsPortName(p.Name) {
+			if j, dup := portAt[p.Name]; dup {
+				fes = slices.Insert(fes, 0, fieldErr("name", "%q is also the name of port %d", p.Name, j))
+			} else {
+				portAt[p.Name] = i
+			}
 		}
-		if !portspec.IsPortName(p.Name) {
-			bad("name", "%q must be 1-%d characters of [a-z0-9-], starting and ending alphanumeric", p.Name, portspec.MaxNameLen)
-		} else if j, dup := portAt[p.Name]; dup {
-			bad("name", "%q is also the name of port %d", p.Name, j)
-		} else {
-			portAt[p.Name] = i
-		}
-		switch {
-		case p.Link != "" && p.Peer != "":
-			bad("link", "set together with peer; a port has one or the other")
-		case p.Link == "" && p.Peer == "":
-			bad("link", `missing: set "link" (a pod-to-pod link) or "peer": "host"`)
-		case p.Peer != "" && p.Peer != portspec.PeerHost:
-			bad("peer", "%q must be %q", p.Peer, portspec.PeerHost)
-		case names.HasPlaceholder(p.Link):
-			bad("link", "%q: %s is resolved from the pod's label %s by memif-webhook at admission; the annotation reached here unresolved", p.Link, names.OrdinalPlaceholder, names.PodIndexLabel)
-		case p.Link != "" && (len(p.Link) > names.MaxLinkNameLen || !names.IsDNSLabel(p.Link)):
-			bad("link", "%q must be 1-%d characters of [a-z0-9-], starting and ending alphanumeric", p.Link, names.MaxLinkNameLen)
-		case p.Link != "":
+		if p.Link != "" && !hasField(fes, "link", "peer") {
 			if j, dup := links[p.Link]; dup {
-				bad("link", "%q is also used by port %d; both ends of a link in one pod need no link", p.Link, j)
+				at := 0
+				if hasField(fes, "name") {
+					at = 1 // after the name's one error
+				}
+				fes = slices.Insert(fes, at, fieldErr("link", "%q is also used by port %d; both ends of a link in one pod need no link", p.Link, j))
 			}
 			links[p.Link] = i
 		}
-		switch {
-		case p.Role != "" && p.Role != portspec.RoleServer && p.Role != portspec.RoleClient:
-			bad("role", "%q must be server or client", p.Role)
-		case p.Peer == portspec.PeerHost && p.Role == portspec.RoleServer:
-			bad("role", "%q on a host port: the node's data plane is always the server of a host port and the pod the client "+
-				"(a node side chosen by the pod would connect to a path the pod controls, or hand the node's buffer memory to the pod "+
-				"as a zero-copy client); remove \"role\" or set it to %q", p.Role, portspec.RoleClient)
-		}
-		if p.Mode == "" {
-			p.Mode = DefaultMode
-		}
-		if err := portspec.CheckMode(p.Mode); err != nil {
-			bad("mode", "%v", err)
-		}
-		if p.Queues == 0 {
-			p.Queues = DefaultQueues
-		}
-		if p.Queues < 1 || p.Queues > portspec.MaxQueues {
-			bad("queues", "%d must be 1..%d", p.Queues, portspec.MaxQueues)
-		}
-		if p.RingSize == 0 {
-			p.RingSize = DefaultRingSize
-		}
-		if p.RingSize < portspec.MinRingSize || p.RingSize > portspec.MaxRingSize || p.RingSize&(p.RingSize-1) != 0 {
-			bad("ringSize", "%d must be a power of two from %d to %d", p.RingSize, portspec.MinRingSize, portspec.MaxRingSize)
-		}
-		if p.BufferSize == 0 {
-			p.BufferSize = DefaultBufferSize
-		}
-		if p.BufferSize < portspec.MinBufferSize || p.BufferSize > portspec.MaxBufferSize {
-			bad("bufferSize", "%d must be %d..%d", p.BufferSize, portspec.MinBufferSize, portspec.MaxBufferSize)
+		for _, fe := range fes {
+			errs = append(errs, fmt.Errorf("port %d (%s): %w", i, p.Name, fe))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func hasField(fes []*FieldError, fields ...string) bool {
+	for _, fe := range fes {
+		if slices.Contains(fields, fe.Field) {
+			return true
+		}
+	}
+	return false
 }

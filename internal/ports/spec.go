@@ -1,7 +1,10 @@
 package ports
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"net"
 
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
@@ -38,4 +41,14 @@ func stableMAC(owner Owner, port string) net.HardwareAddr {
 	mac := net.HardwareAddr(sum[:6])
 	mac[0] = mac[0]&^0x01 | 0x02
 	return mac
+}
+
+// NewSecret is a new link's memif secret, the one both ends of the link present: 22 hex
+// characters of crypto/rand (the protocol's field holds portspec.MaxSecretLen).
+func NewSecret() (string, error) {
+	b := make([]byte, 11)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("link secret: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }

@@ -92,6 +92,36 @@ func CheckRole(s string) error {
 	return fmt.Errorf("%q must be %s or %s", s, RoleServer, RoleClient)
 }
 
+// CheckName says why name is not a port name (IsPortName), or returns nil.
+func CheckName(name string) error {
+	if IsPortName(name) {
+		return nil
+	}
+	return fmt.Errorf("%q must be 1-%d characters of [a-z0-9-], starting and ending alphanumeric", name, MaxNameLen)
+}
+
+// CheckSize says why n is not a valid value of the size field (queues, ringSize or
+// bufferSize), or returns nil: the one statement of the limits for port.json and a port request.
+func CheckSize(field string, n int) error {
+	switch field {
+	case "queues":
+		if n < 1 || n > MaxQueues {
+			return fmt.Errorf("%d must be 1..%d", n, MaxQueues)
+		}
+	case "ringSize":
+		if n < MinRingSize || n > MaxRingSize || n&(n-1) != 0 {
+			return fmt.Errorf("%d must be a power of two from %d to %d", n, MinRingSize, MaxRingSize)
+		}
+	case "bufferSize":
+		if n < MinBufferSize || n > MaxBufferSize {
+			return fmt.Errorf("%d must be %d..%d", n, MinBufferSize, MaxBufferSize)
+		}
+	default:
+		return fmt.Errorf("%s is not a size field", field)
+	}
+	return nil
+}
+
 // CheckMode says why s is not a mode name, or returns nil.
 func CheckMode(s string) error {
 	switch s {
@@ -110,8 +140,8 @@ func (s PortSpec) Validate() error {
 	if major, _, _ := strings.Cut(s.Version, "."); major != Version {
 		bad("version", "%q is not supported (this library reads version %s)", s.Version, Version)
 	}
-	if !IsPortName(s.Name) {
-		bad("name", "%q must be 1-%d characters of [a-z0-9-], starting and ending alphanumeric", s.Name, MaxNameLen)
+	if err := CheckName(s.Name); err != nil {
+		bad("name", "%v", err)
 	}
 	if err := CheckRole(s.Role); err != nil {
 		bad("role", "%v", err)
@@ -124,14 +154,13 @@ func (s PortSpec) Validate() error {
 	} else if len(s.Socket) > MaxSocketLen {
 		bad("socket", "%q is longer than the %d bytes a Unix socket address holds", s.Socket, MaxSocketLen)
 	}
-	if s.Queues < 1 || s.Queues > MaxQueues {
-		bad("queues", "%d must be 1..%d", s.Queues, MaxQueues)
-	}
-	if s.RingSize < MinRingSize || s.RingSize > MaxRingSize || s.RingSize&(s.RingSize-1) != 0 {
-		bad("ringSize", "%d must be a power of two from %d to %d", s.RingSize, MinRingSize, MaxRingSize)
-	}
-	if s.BufferSize < MinBufferSize || s.BufferSize > MaxBufferSize {
-		bad("bufferSize", "%d must be %d..%d", s.BufferSize, MinBufferSize, MaxBufferSize)
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"queues", s.Queues}, {"ringSize", s.RingSize}, {"bufferSize", s.BufferSize}} {
+		if err := CheckSize(f.name, f.n); err != nil {
+			bad(f.name, "%v", err)
+		}
 	}
 	if len(s.Secret) > MaxSecretLen {
 		bad("secret", "%d bytes, at most %d", len(s.Secret), MaxSecretLen)

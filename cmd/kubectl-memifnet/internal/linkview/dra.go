@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/memifnet/memifnet/internal/names"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
 // SocketClass is the DeviceClass of the DRA driver's socket slots (manifests/overlays/dra).
@@ -126,7 +127,10 @@ func claimLink(claim *resourceapi.ResourceClaim, pods []corev1.Pod) (Link, bool)
 		}
 		role := cp.Data.Role
 		if role == "" && !l.Host { // before Prepare: the first request serves
-			role = map[bool]string{true: "server", false: "client"}[i == 0]
+			role = portspec.FirstRole
+			if i > 0 {
+				role = portspec.Opposite(portspec.FirstRole)
+			}
 		}
 		e := End{Port: cp.Data.Port, Role: role}
 		if cp.Pod != nil {
@@ -140,7 +144,7 @@ func claimLink(claim *resourceapi.ResourceClaim, pods []corev1.Pod) (Link, bool)
 		l.Ends = append(l.Ends, e)
 	}
 	if l.Host {
-		l.Ends = append(l.Ends, End{Role: opposite(hostRole(l.Ends[0].Role))})
+		l.Ends = append(l.Ends, End{Role: portspec.Opposite(hostRole(l.Ends[0].Role))})
 	}
 	podEnds := l.Ends
 	if l.Host {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/ports"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
 // Backends.
@@ -193,28 +194,18 @@ func phase(pod *corev1.Pod) string {
 
 func hostLink(pod *corev1.Pod, p ports.Port) Link {
 	l := Link{Namespace: pod.Namespace, Host: true, Backend: BackendDevicePlugin,
-		Ends: []End{podEnd(pod, p.Name, hostRole(p.Role)), {Role: opposite(hostRole(p.Role))}}}
+		Ends: []End{podEnd(pod, p.Name, hostRole(p.Role)), {Role: portspec.Opposite(hostRole(p.Role))}}}
 	l.Node, l.Status = nodeAndStatus(l.Ends[:1], 1)
 	return l
 }
 
-// hostRole is a host port's pod role: the pod is the client (the annotation's parser refuses a
-// host port that asks to serve: the node's side is always the server).
+// hostRole is a host port's pod role: the pod is the client (portspec.HostPodRole; the
+// annotation's parser refuses a host port that asks to serve).
 func hostRole(r string) string {
 	if r == "" {
-		return "client"
+		return portspec.HostPodRole
 	}
 	return r
-}
-
-func opposite(r string) string {
-	switch r {
-	case "server":
-		return "client"
-	case "client":
-		return "server"
-	}
-	return ""
 }
 
 func podLink(ns, name string, ms []member) Link {
@@ -237,13 +228,15 @@ func podLink(ns, name string, ms []member) Link {
 		// One end's role fixes the other's (memif-cni gives the second the other role).
 		a, b := &l.Ends[0], &l.Ends[1]
 		if a.Role == "" {
-			a.Role = opposite(b.Role)
+			a.Role = portspec.Opposite(b.Role)
 		}
 		if b.Role == "" {
-			b.Role = opposite(a.Role)
+			b.Role = portspec.Opposite(a.Role)
 		}
 	}
-	sort.SliceStable(l.Ends, func(i, j int) bool { return l.Ends[i].Role == "server" && l.Ends[j].Role != "server" })
+	sort.SliceStable(l.Ends, func(i, j int) bool {
+		return l.Ends[i].Role == portspec.RoleServer && l.Ends[j].Role != portspec.RoleServer
+	})
 	l.Node, l.Status = nodeAndStatus(l.Ends, 2)
 	return l
 }

@@ -16,7 +16,7 @@ import (
 // that asks to serve, docs/security.md row 32). The pod's end may run zero-copy; that shares only
 // the pod's own memory with the node.
 func hostEnd(slot string, spec *portspec.PortSpec) {
-	spec.Role = portspec.RoleClient
+	spec.Role = portspec.HostPodRole
 	spec.Socket = containerSlot(slot) + "/" + names.SocketFile
 }
 

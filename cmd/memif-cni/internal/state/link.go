@@ -1,15 +1,15 @@
 package state
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 
+	"github.com/memifnet/memifnet/internal/ports"
 	"github.com/memifnet/memifnet/internal/safefs"
+	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 
 // MaxLinkMembers is how many pods share a link: memif is point to point.
@@ -102,17 +102,12 @@ func (s Store) Join(ns, name string, dirs LinkDirs, r JoinRequest) (Link, string
 	}
 	switch members {
 	case 0:
-		if role == "" {
-			role = "server"
-		}
+		role, _, _ = portspec.PairRoles(role, "") // the first to attach serves unless it asks otherwise
 	case 1:
 		other := ln.Members[0]
-		want := "server"
-		if other.Role == "server" {
-			want = "client"
-		}
+		_, want, ok := portspec.PairRoles(other.Role, role)
 		switch {
-		case role != "" && role != want:
+		case !ok:
 			return Link{}, "", &ConflictError{"role", fmt.Sprintf("link %q: pod %s (port %s) is already the %s", name, other.Pod, other.Port, other.Role)}
 		case r.ID != ln.ID:
 			return Link{}, "", &ConflictError{"id", fmt.Sprintf("link %q: %d differs from id %d of pod %s (port %s); both ends need the same id", name, r.ID, ln.ID, other.Pod, other.Port)}
@@ -124,12 +119,12 @@ func (s Store) Join(ns, name string, dirs LinkDirs, r JoinRequest) (Link, string
 		return Link{}, "", &ConflictError{"link", fmt.Sprintf("link %q already joins pods %s and %s; a link has at most %d pods", name, ln.Members[0].Pod, ln.Members[1].Pod, MaxLinkMembers)}
 	}
 	if !found {
-		secret := make([]byte, 11) // 22 hex characters: memif secrets hold at most 23 bytes
-		if _, err := rand.Read(secret); err != nil {
-			return Link{}, "", fmt.Errorf("link secret: %w", err)
+		secret, err := ports.NewSecret()
+		if err != nil {
+			return Link{}, "", err
 		}
 		// The link takes the id and mode of its first member; a later member must agree.
-		ln = Link{Namespace: ns, Name: name, ID: r.ID, Mode: r.Mode, Secret: hex.EncodeToString(secret), Boot: s.Boot}
+		ln = Link{Namespace: ns, Name: name, ID: r.ID, Mode: r.Mode, Secret: secret, Boot: s.Boot}
 		if ln.Mount, err = dirs.Make(ns, name); err != nil {
 			return Link{}, "", fmt.Errorf("link %q: %w", name, err)
 		}

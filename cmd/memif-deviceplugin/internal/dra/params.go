@@ -10,7 +10,6 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
-	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/ports"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
@@ -132,8 +131,9 @@ func baseRequest(r string) string {
 	return base
 }
 
-// port turns a request's config into a validated port with defaults filled, using the
-// annotation's parser so that both front ends refuse the same things with the same messages.
+// port turns a request's config into a validated port with defaults filled, by the port
+// request's own validator (ports.Port.Validate), so that both front ends refuse the same things
+// with the same messages.
 func port(request string, pc PortConfig, link string) (ports.Port, error) {
 	p := ports.Port{
 		Name: pc.Name, Role: pc.Role, Mode: pc.Mode, ID: pc.ID, Queues: pc.Queues,
@@ -147,20 +147,13 @@ func port(request string, pc PortConfig, link string) (ports.Port, error) {
 	} else {
 		p.Peer = portspec.PeerHost
 	}
-	b, err := json.Marshal([]ports.Port{p})
-	if err != nil {
-		return p, err
-	}
-	ps, err := ports.Parse(string(b))
-	if err != nil {
-		// "annotation memifnet.io/ports: port 0 (x): field ..." -> "field ...": the claim's
-		// parameters are not the annotation.
-		msg := strings.TrimPrefix(err.Error(), "annotation "+names.PortsAnnotation+": ")
-		msg = strings.ReplaceAll(msg, fmt.Sprintf("port 0 (%s): ", p.Name), "")
-		if p.Name == request && strings.Contains(msg, `"name"`) {
-			msg += " (the port name defaults to the request name; set \"name\" in the PortConfig)"
+	p.Default()
+	var errs []error
+	for _, fe := range p.Validate() {
+		if fe.Field == "name" && p.Name == request {
+			fe.Msg += " (the port name defaults to the request name; set \"name\" in the PortConfig)"
 		}
-		return p, errors.New(msg)
+		errs = append(errs, fe)
 	}
-	return ps[0], nil
+	return p, errors.Join(errs...)
 }

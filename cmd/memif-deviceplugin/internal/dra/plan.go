@@ -150,7 +150,7 @@ func (d *DeviceState) statuses(plan *PreparedClaim, sockets []int, out map[strin
 		name := plan.Devices[i].Name
 		p := out[name]
 		if p.Role == "" {
-			p.Role = "client"
+			p.Role = portspec.HostPodRole
 			out[name] = p
 		}
 		st := &PortStatus{Port: p.Name, Role: p.Role, Link: p.Link}
@@ -174,32 +174,23 @@ func networkData(spec portspec.PortSpec) *resourceapi.NetworkDeviceData {
 	return &resourceapi.NetworkDeviceData{InterfaceName: spec.Name, HardwareAddress: spec.MAC, IPs: spec.IPs}
 }
 
-// roles fills in the roles of a link's two ends: set ones must differ; an unset one is the
-// opposite of the other; with neither set, the request listed first in the claim serves.
+// roles fills in the roles of a link's two ends (portspec.PairRoles): set ones must differ; an
+// unset one is the opposite of the other; with neither set, the request listed first in the
+// claim serves.
 func roles(plan PreparedClaim, sockets []int, requests []string, out map[string]ports.Port) error {
 	a, b := plan.Devices[sockets[0]], plan.Devices[sockets[1]]
 	pa, pb := out[a.Name], out[b.Name]
-	switch {
-	case pa.Role != "" && pa.Role == pb.Role:
+	var ok bool
+	if slices.Index(requests, a.Request) <= slices.Index(requests, b.Request) {
+		pa.Role, pb.Role, ok = portspec.PairRoles(pa.Role, pb.Role)
+	} else {
+		pb.Role, pa.Role, ok = portspec.PairRoles(pb.Role, pa.Role)
+	}
+	if !ok {
 		return fmt.Errorf("requests %s and %s: field \"role\": both are %s; one end of a link serves, the other is the client", a.Request, b.Request, pa.Role)
-	case pa.Role != "":
-		pb.Role = other(pa.Role)
-	case pb.Role != "":
-		pa.Role = other(pb.Role)
-	case slices.Index(requests, a.Request) <= slices.Index(requests, b.Request):
-		pa.Role, pb.Role = "server", "client"
-	default:
-		pa.Role, pb.Role = "client", "server"
 	}
 	out[a.Name], out[b.Name] = pa, pb
 	return nil
-}
-
-func other(role string) string {
-	if role == "server" {
-		return "client"
-	}
-	return "server"
 }
 
 func (d *DeviceState) hasSlot(name string) bool { _, ok := d.slots[name]; return ok }

@@ -1,8 +1,6 @@
 package dra
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -248,7 +246,9 @@ func (d *DeviceState) wire(plan *PreparedClaim, pp map[string]ports.Port, pod st
 		if err := d.ckpt.save(d.claims); err != nil {
 			return err
 		}
-		secret = randomSecret()
+		if secret, err = ports.NewSecret(); err != nil {
+			return err
+		}
 	}
 	for _, dev := range plan.Devices {
 		if dev.Kind != KindSocket {
@@ -435,11 +435,4 @@ func (d *DeviceState) undo(c PreparedClaim) error {
 	}
 	delete(d.claims, c.UID)
 	return d.ckpt.save(d.claims)
-}
-
-// randomSecret is a link's memif secret: 22 hex characters (the protocol holds 23).
-func randomSecret() string {
-	b := make([]byte, 11)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -10,6 +10,7 @@
 package podpolicy
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -66,7 +67,12 @@ func parsePorts(pod *corev1.Pod, parse func(string) ([]ports.Port, error)) (ps [
 	}
 	ps, err = parse(v)
 	if err != nil {
-		return nil, true, &Refusal{"metadata.annotations[" + names.PortsAnnotation + "]: " + strings.TrimPrefix(err.Error(), "annotation "+names.PortsAnnotation+": ")}
+		// The field path names the annotation: say what is wrong with it, not its name again.
+		var ae *ports.AnnotationError
+		if errors.As(err, &ae) {
+			err = ae.Err
+		}
+		return nil, true, &Refusal{"metadata.annotations[" + names.PortsAnnotation + "]: " + err.Error()}
 	}
 	return ps, true, nil
 }
