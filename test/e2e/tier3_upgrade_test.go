@@ -242,9 +242,16 @@ func (x *tier3) containerIDs(ctx context.Context, t *testing.T, pods ...string) 
 	t.Helper()
 	var ids []string
 	for _, name := range pods {
-		p, err := x.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
-		if err != nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
-			t.Fatalf("pod %s: not one running container: %v %v", name, err, p.Status.ContainerStatuses)
+		// The kubelet posts a started container's status on its own schedule: a sender may be
+		// sending (its receiver has counted packets) while the API still says ContainerCreating.
+		var p *corev1.Pod
+		err := node.Poll(ctx, time.Minute, "pod "+name+" reporting one running container", func() (bool, error) {
+			var err error
+			p, err = x.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			return err == nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil, err
+		})
+		if err != nil {
+			t.Fatalf("%v: %+v", err, p)
 		}
 		ids = append(ids, p.Status.ContainerStatuses[0].ContainerID)
 	}
