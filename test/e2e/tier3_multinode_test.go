@@ -54,21 +54,7 @@ func TestTier3MultiNode(t *testing.T) {
 	c := cluster.New(repo, base, in, logf)
 	c.NodeCount = 3
 	t.Cleanup(func() {
-		if t.Failed() {
-			dumpClusterLogs(t, c)
-		}
-		if err := c.Down(); err != nil {
-			t.Error(err)
-			return
-		}
-		after, err := cluster.TakeSnapshot()
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		if leaks := before.Leaks(after, base); len(leaks) > 0 {
-			t.Errorf("cluster down left the host changed:\n  %s", strings.Join(leaks, "\n  "))
-		}
+		downAndCompare(t, c, before, base)
 	})
 	if err := c.Up(ctx); err != nil {
 		t.Fatal(err)

@@ -84,21 +84,7 @@ func TestTier3Cluster(t *testing.T) {
 		if x != nil && x.failure != "" {
 			defer t.Logf("tier 3 failed:\n%s", x.failure)
 		}
-		if t.Failed() {
-			dumpClusterLogs(t, c)
-		}
-		if err := c.Down(); err != nil {
-			t.Error(err)
-			return
-		}
-		after, err := cluster.TakeSnapshot()
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		if leaks := before.Leaks(after, base); len(leaks) > 0 {
-			t.Errorf("cluster down left the host changed:\n  %s", strings.Join(leaks, "\n  "))
-		}
+		downAndCompare(t, c, before, base)
 	})
 	if err := c.Up(ctx); err != nil {
 		t.Fatal(err)
@@ -759,4 +745,25 @@ func (x *tier3) audited(t *testing.T, user, agent, verb, resource, ns, name stri
 		}
 	}
 	return false
+}
+
+// downAndCompare takes the cluster down (its logs first, when the test failed) and fails the test
+// if the host is not as the snapshot before the cluster came up.
+func downAndCompare(t *testing.T, c *cluster.Cluster, before cluster.Snapshot, base string) {
+	t.Helper()
+	if t.Failed() {
+		dumpClusterLogs(t, c)
+	}
+	if err := c.Down(); err != nil {
+		t.Error(err)
+		return
+	}
+	after, err := cluster.TakeSnapshot()
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if leaks := before.Leaks(after, base); len(leaks) > 0 {
+		t.Errorf("cluster down left the host changed:\n  %s", strings.Join(leaks, "\n  "))
+	}
 }
