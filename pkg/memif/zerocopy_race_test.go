@@ -28,9 +28,7 @@ func TestZeroCopyReleaseDuringDisconnect(t *testing.T) {
 		if err := waitUp(t, srv); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
-		if err := waitUp(t, cli); err != nil {
-			t.Fatalf("round %d: %v", round, err)
-		}
+		waitReconnected(t, cli)
 		pkts := make([][]byte, 32)
 		for k := range pkts {
 			pkts[k] = []byte{byte(round), byte(k)}
@@ -85,11 +83,9 @@ func TestSharedPoolDisconnectDuringBursts(t *testing.T) {
 	stop := make(chan struct{})
 	done := make(chan error, 1)
 	go func() { done <- churnShare(cliB, srvB, stop) }()
-	for round := range 20 {
+	for range 20 {
 		srvA := open(t, memif.Config{Role: memif.RoleServer, Socket: addrA})
-		if err := waitUp(t, cliA); err != nil {
-			t.Fatalf("round %d: %v", round, err)
-		}
+		waitReconnected(t, cliA)
 		srvA.Close()
 		waitFor(t, cliA, "client down", func() bool { return !cliA.Up() })
 	}
