@@ -441,8 +441,11 @@ func TestPluginRestartKeepsSlotsInUse(t *testing.T) {
 	reg := e.kubelet.WaitRegistration(t, 2*time.Second)
 	eventually(t, 2*time.Second, "initial reclaim", func() bool { return d.Resources()[0].Stats().Dirty == 0 })
 	c := e.kubelet.Dial(t, reg.Endpoint)
-	resp := allocate(t, c, []string{"slot-002"})
+	// Held before Allocate: with a grace of 1 ns, a reclaim pass between Allocate and a later
+	// Hold scrubs the slot as allocated-but-unheld, which is what the grace guards against
+	// with a real kubelet (CI hit that window under load).
 	e.kubelet.Hold(socketRes, "slot-002")
+	resp := allocate(t, c, []string{"slot-002"})
 	data := filepath.Join(resp.ContainerResponses[0].Mounts[0].HostPath, "port.json")
 	must(t, os.WriteFile(data, []byte("in use"), 0o600))
 	stop()
