@@ -164,7 +164,30 @@ func checkAgentProfile(t *testing.T, dir string, ds *appsv1.DaemonSet, cm *corev
 			t.Errorf("%s (%s, %s): hugepages-%s request %s limit %s, want %d bytes", dir, ds.Name, key, size, req.String(), lim.String(), bytes)
 		}
 	}
+	checkDRAProfile(t, dir, ds, key, cfg.DRA.Enabled)
 	if strings.HasSuffix(ds.Name, "-small") && len(cfg.Pools) == 0 {
 		t.Errorf("%s: the small profile has no pool", ds.Name)
+	}
+}
+
+// checkDRAProfile: under the DRA overlay every profile runs the DRA driver, not only the default
+// (a link claim may land on any memifnet node), with the kubelet's plugin dirs and the CDI dir
+// mounted; elsewhere no profile enables it.
+func checkDRAProfile(t *testing.T, dir string, ds *appsv1.DaemonSet, key string, enabled bool) {
+	t.Helper()
+	if want := dir == "overlays/dra"; enabled != want {
+		t.Errorf("%s: %s (%s) has dra.enabled %v, want %v", dir, ds.Name, key, enabled, want)
+	}
+	if !enabled {
+		return
+	}
+	mounted := map[string]bool{}
+	for _, m := range container(t, ds.Spec.Template.Spec.Containers, "deviceplugin").VolumeMounts {
+		mounted[m.MountPath] = true
+	}
+	for _, p := range []string{"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins", "/var/run/cdi"} {
+		if !mounted[p] {
+			t.Errorf("%s: %s runs the DRA driver without %s mounted", dir, ds.Name, p)
+		}
 	}
 }
