@@ -24,7 +24,9 @@ func newTracker(backend string) *Tracker {
 
 func scrubErr(id, why string) error { return &ScrubError{ID: id, Err: errors.New(why)} }
 
-func withheldErr(id string) error { return fmt.Errorf("unit %s withheld: %w: held by pid 7", id, ErrWithheld) }
+func withheldErr(id string) error {
+	return fmt.Errorf("unit %s withheld: %w: held by pid 7", id, ErrWithheld)
+}
 
 // brief is a transition as "device state out|back[>then]".
 func brief(trs []Transition) []string {
