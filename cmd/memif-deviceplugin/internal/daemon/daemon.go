@@ -302,12 +302,10 @@ func (d *Daemon) startDRA(ctx context.Context) error {
 	return nil
 }
 
-// reportDevices records an Event when a unit of the device plugin's pools is withheld or back, and
-// when a device plugin device goes out of service for a failed scrub or is back (the DRA driver
-// reports its own), checking every health interval until ctx ends.
+// reportDevices records an Event per transition of the device plugin's devices (a unit withheld
+// or back, a device out of service for a failed scrub or back; the DRA driver records its own),
+// checking every health interval until ctx ends.
 func (d *Daemon) reportDevices(ctx context.Context, rec events.Recorder) {
-	prev := make([]map[string]error, len(d.pools))
-	prevFailed := make([]map[string]error, len(d.resources))
 	t := time.NewTicker(d.opts.HealthInterval)
 	defer t.Stop()
 	for {
@@ -316,15 +314,8 @@ func (d *Daemon) reportDevices(ctx context.Context, rec events.Recorder) {
 			return
 		case <-t.C:
 		}
-		for i, pp := range d.pools {
-			now := pp.Withheld()
-			rec.Withheld(ctx, prev[i], now)
-			prev[i] = now
-		}
-		for i, r := range d.resources {
-			now := r.ScrubFailures()
-			rec.ScrubFailed(ctx, "device plugin "+r.Name(), prevFailed[i], now)
-			prevFailed[i] = now
+		for _, r := range d.resources {
+			rec.Transitions(ctx, r.Tracker().Drain())
 		}
 	}
 }

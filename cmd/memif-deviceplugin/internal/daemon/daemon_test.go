@@ -509,6 +509,8 @@ func TestMetricsAndProbes(t *testing.T) {
 	}
 	reg := e.kubelet.WaitRegistration(t, 2*time.Second)
 	eventually(t, time.Second, "ready", func() bool { code, _ := get("/readyz"); return code == 200 })
+	// The first reclaim scrubs the slots of a fresh state; until it ran both are dirty.
+	eventually(t, 2*time.Second, "initial reclaim", func() bool { return d.Resources()[0].Stats().Dirty == 0 })
 	allocate(t, e.kubelet.Dial(t, reg.Endpoint), []string{"slot-001"})
 	_, body := get("/metrics")
 	for _, want := range []string{

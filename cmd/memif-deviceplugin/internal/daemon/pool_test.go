@@ -52,13 +52,15 @@ func TestPoolResourceOverGRPC(t *testing.T) {
 	res := d.Resources()[1]
 	eventually(t, 2*time.Second, "initial reclaim", func() bool { return res.Stats().Dirty == 0 })
 
+	// Held from the start: with a grace of 1ns the reclaim would otherwise take the unit back
+	// between Allocate and the Hold (the kubelet's real grace is 30s).
+	e.kubelet.Hold("memifnet.io/hugepool", "hugepool-n0-001")
 	resp := allocate(t, c, []string{"hugepool-n0-001"})
 	cr := resp.ContainerResponses[0]
 	if cr.Envs[names.EnvPools] != "/run/memifnet/pools/hugepool-n0-001" || len(cr.Mounts) != 1 ||
 		cr.Mounts[0].ContainerPath != "/run/memifnet/pools/hugepool-n0-001" {
 		t.Fatalf("response %v", cr)
 	}
-	e.kubelet.Hold("memifnet.io/hugepool", "hugepool-n0-001")
 	a := mapFile(t, cr.Mounts[0].HostPath, 4<<20)
 	copy(a[1<<20:], "tenant A secret")
 	e.kubelet.WaitLists(t, 3, 2*time.Second)

@@ -113,6 +113,9 @@ func TestAttackUnscrubbableSlot(t *testing.T) {
 		`memifnet_deviceplugin_devices_scrub_failed{resource="memifnet.io/socket"} 1`,
 		`memifnet_deviceplugin_scrub_errors_total{resource="memifnet.io/socket"} 1`, // once, not at every retry
 		`memifnet_deviceplugin_devices{health="unhealthy",resource="memifnet.io/socket"} 1`,
+		`memifnet_devices_out_of_service{backend="deviceplugin",resource="memifnet.io/socket",state="scrub_failed"} 1`,
+		`memifnet_devices_out_of_service{backend="deviceplugin",resource="memifnet.io/socket",state="withheld"} 0`,
+		`memifnet_device_scrub_errors_total{backend="deviceplugin",resource="memifnet.io/socket"} 1`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s:\n%s", want, m)

@@ -111,8 +111,15 @@ func TestHeldUnitsAreWithheld(t *testing.T) {
 		evs := nodeEvents(t, client, events.ReasonUnitWithheld)
 		return len(evs) == 1 && strings.Contains(evs[0].Message, held) && strings.Contains(evs[0].Message, holder)
 	})
-	if m := metricsText(t, d); !strings.Contains(m, `memifnet_deviceplugin_devices_withheld{resource="memifnet.io/hugepool"} 1`) {
-		t.Errorf("metrics do not count the withheld unit:\n%s", m)
+	m := metricsText(t, d)
+	for _, want := range []string{
+		`memifnet_deviceplugin_devices_withheld{resource="memifnet.io/hugepool"} 1`,
+		`memifnet_devices_out_of_service{backend="deviceplugin",resource="memifnet.io/hugepool",state="withheld"} 1`,
+		`memifnet_device_scrub_errors_total{backend="deviceplugin",resource="memifnet.io/hugepool"} 0`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, m)
+		}
 	}
 	eventually(t, 5*time.Second, "the other units reclaimed", func() bool { return res.Stats().Dirty == 1 })
 	for _, ids := range [][]string{{"hugepool-n0-000"}, {"hugepool-n0-002"}} {

@@ -35,9 +35,8 @@ type Driver struct {
 	// stopWatch ends WatchUnits and waits for it.
 	stopWatch func()
 
-	umu       sync.Mutex
-	published map[string]error // the withheld units as last published
-	failed    map[string]error // the devices whose scrub failed, as last published
+	umu     sync.Mutex
+	version uint64 // the state's tracker's version as last published
 }
 
 // Start registers the driver with the kubelet under the state's KubeletDir (plugins_registry/,

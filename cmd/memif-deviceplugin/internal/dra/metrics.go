@@ -1,12 +1,13 @@
 package dra
 
 import (
-	"errors"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 // Operations of the DRA driver, the operation label of its request metrics.
@@ -29,13 +30,18 @@ var (
 	devicesDesc = prometheus.NewDesc("memifnet_dra_devices",
 		"The DRA driver's devices by type (socket, hugepage), hugepage pool and state (used, free, withheld, scrub_failed).",
 		[]string{"type", "pool", "state"}, nil)
+	// Deprecated: memifnet_device_scrub_errors_total{backend="dra"} (package device) counts the
+	// same; this one goes in the release after next.
+	scrubErrorsDesc = prometheus.NewDesc("memifnet_dra_scrub_errors_total",
+		"Scrubs of the DRA driver's devices that failed, by type and hugepage pool: a device out of service counts once, not at every retry (a withheld unit is not counted).",
+		[]string{"type", "pool"}, nil)
 )
 
-// metrics are the DRA driver's counters; the gauges are read from the state at scrape time.
+// metrics are the DRA driver's request counters; the rest is read from the state (and its
+// device tracker) at scrape time.
 type metrics struct {
-	requests    *prometheus.CounterVec   // operation, result
-	latency     *prometheus.HistogramVec // operation
-	scrubErrors *prometheus.CounterVec   // type, pool
+	requests *prometheus.CounterVec   // operation, result
+	latency  *prometheus.HistogramVec // operation
 }
 
 func newMetrics() *metrics {
@@ -51,10 +57,6 @@ func newMetrics() *metrics {
 			// on an idle node, tens to hundreds under load; the kubelet gives up after minutes.
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12), // 0.5 ms to 12 s
 		}, []string{"operation"}),
-		scrubErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "memifnet_dra_scrub_errors_total",
-			Help: "Scrubs of the DRA driver's devices that failed, by type and hugepage pool: a device out of service counts once, not at every retry (a withheld unit is not counted).",
-		}, []string{"type", "pool"}),
 	}
 }
 
@@ -68,22 +70,13 @@ func (m *metrics) observe(op string, start time.Time, err error) {
 	m.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
 
-// scrubFailed counts a failed scrub of a device of kind in pool (empty for a socket slot). A
-// withheld unit is not a failure: its pool withholds it until the pages are back.
-func (m *metrics) scrubFailed(kind, pool string, err error) {
-	if err == nil || errors.Is(err, device.ErrWithheld) {
-		return
-	}
-	m.scrubErrors.WithLabelValues(kind, pool).Inc()
-}
-
 // Describe implements prometheus.Collector: the DRA driver's metrics.
 func (d *DeviceState) Describe(ch chan<- *prometheus.Desc) {
 	ch <- preparedDesc
 	ch <- devicesDesc
 	d.m.requests.Describe(ch)
 	d.m.latency.Describe(ch)
-	d.m.scrubErrors.Describe(ch)
+	ch <- scrubErrorsDesc
 }
 
 // Collect implements prometheus.Collector: the counters, and the prepared claims and devices by
@@ -97,7 +90,16 @@ func (d *DeviceState) Collect(ch chan<- prometheus.Metric) {
 	}
 	d.m.requests.Collect(ch)
 	d.m.latency.Collect(ch)
-	d.m.scrubErrors.Collect(ch)
+	for _, n := range d.track.Counts() {
+		if n.Errors == 0 { // as the counter vector this was: a series from the first error on
+			continue
+		}
+		kind, pool := KindHugepage, strings.TrimPrefix(n.Resource, names.ResourcePrefix)
+		if n.Resource == names.SocketResource {
+			kind, pool = KindSocket, ""
+		}
+		ch <- prometheus.MustNewConstMetric(scrubErrorsDesc, prometheus.CounterValue, float64(n.Errors), kind, pool)
+	}
 
 	used := map[string]bool{}
 	prepared := 0

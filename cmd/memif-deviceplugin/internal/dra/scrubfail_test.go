@@ -70,7 +70,7 @@ func TestUnprepareWithUnscrubbableSlot(t *testing.T) {
 	}
 	failedEvents()
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(d)
+	reg.MustRegister(d, device.Collector{Trackers: func() []*device.Tracker { return []*device.Tracker{d.Tracker()} }})
 	compare(t, reg, `
 # HELP memifnet_dra_devices The DRA driver's devices by type (socket, hugepage), hugepage pool and state (used, free, withheld, scrub_failed).
 # TYPE memifnet_dra_devices gauge
@@ -108,6 +108,18 @@ memifnet_dra_devices{pool="drapool",state="withheld",type="hugepage"} 0
 # TYPE memifnet_dra_scrub_errors_total counter
 memifnet_dra_scrub_errors_total{pool="",type="socket"} 1
 `, "memifnet_dra_scrub_errors_total")
+	compare(t, reg, `
+# HELP memifnet_device_scrub_errors_total Failed scrubs, by backend and resource: a device out of service counts once, not at every retry; a withheld unit is not an error.
+# TYPE memifnet_device_scrub_errors_total counter
+memifnet_device_scrub_errors_total{backend="dra",resource="memifnet.io/drapool"} 0
+memifnet_device_scrub_errors_total{backend="dra",resource="memifnet.io/socket"} 1
+# HELP memifnet_devices_out_of_service Devices out of service, by backend (deviceplugin, dra), resource and state (withheld: a previous tenant holds its old file; scrub_failed: until a retried scrub works).
+# TYPE memifnet_devices_out_of_service gauge
+memifnet_devices_out_of_service{backend="dra",resource="memifnet.io/drapool",state="scrub_failed"} 0
+memifnet_devices_out_of_service{backend="dra",resource="memifnet.io/drapool",state="withheld"} 0
+memifnet_devices_out_of_service{backend="dra",resource="memifnet.io/socket",state="scrub_failed"} 1
+memifnet_devices_out_of_service{backend="dra",resource="memifnet.io/socket",state="withheld"} 0
+`, "memifnet_device_scrub_errors_total", "memifnet_devices_out_of_service")
 
 	if err := os.RemoveAll(info); err != nil {
 		t.Fatal(err)

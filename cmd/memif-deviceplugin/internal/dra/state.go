@@ -86,8 +86,9 @@ type DeviceState struct {
 	mu     sync.Mutex
 	claims map[string]PreparedClaim // by UID
 
-	fmu    sync.Mutex
-	failed map[string]error // devices out of service because their scrub failed (device.ErrScrubFailed)
+	// track is which devices are out of service (withheld, scrub failed): every scrub's result
+	// goes there, and the slices leave those devices out.
+	track *device.Tracker
 }
 
 // NewDeviceState loads the checkpoint of claims prepared before a restart.
@@ -102,17 +103,23 @@ func NewDeviceState(opts Options) (*DeviceState, error) {
 		opts:  opts,
 		links: linkdir.Dirs{Root: filepath.Join(opts.StateDir, names.DRASubdir, names.LinksSubdir), Limits: opts.LinkLimits},
 		ckpt:  checkpoint{path: filepath.Join(opts.StateDir, names.DRASubdir, "claims.json")},
-		slots: map[string]device.Unit{}, units: map[string]*Pool{}, failed: map[string]error{},
+		slots: map[string]device.Unit{}, units: map[string]*Pool{},
+		track: device.NewTracker(device.BackendDRA, opts.Log),
 	}
 	if opts.Slots != nil {
 		for _, u := range opts.Slots.Units() {
 			d.slots[u.ID] = u
 		}
+		d.track.Add(names.SocketResource, opts.Slots.Units())
 	}
 	for i := range opts.Pools {
 		p := &opts.Pools[i]
 		for _, u := range p.Units.Units() {
 			d.units[u.ID] = p
+		}
+		d.track.Add(names.ResourcePrefix+p.Name, p.Units.Units())
+		for id, err := range p.Units.Withheld() { // units the pool could not make at its start
+			d.track.Withhold(id, err)
 		}
 	}
 	claims, err := d.ckpt.load()
@@ -328,52 +335,29 @@ func (d *DeviceState) result(c PreparedClaim) Result {
 	return r
 }
 
-// scrub scrubs one device and keeps the record of devices whose scrub failed: a failure puts
-// the device there (out of the slices until a scrub works), a scrub that works takes it out.
+// scrub scrubs one device and records the result in the tracker: a failure takes the device
+// out of the slices until a scrub works, a withheld unit until its pool makes it again.
 func (d *DeviceState) scrub(dev PreparedDevice) error {
 	var err error
-	pool := ""
 	switch dev.Kind {
 	case KindSocket:
 		err = d.opts.Slots.Scrub(dev.Name)
 	case KindHugepage:
-		pool = d.units[dev.Name].Name
 		err = d.units[dev.Name].Units.Scrub(dev.Name)
 	}
-	d.fmu.Lock()
-	_, was := d.failed[dev.Name]
-	if !was || !errors.Is(err, device.ErrScrubFailed) { // a device's failure counts once, not at every retry
-		d.m.scrubFailed(dev.Kind, pool, err)
-	}
-	if errors.Is(err, device.ErrScrubFailed) {
-		d.failed[dev.Name] = err
-	} else {
-		delete(d.failed, dev.Name)
-	}
-	d.fmu.Unlock()
-	switch {
-	case errors.Is(err, device.ErrScrubFailed) && !was:
-		d.opts.Log.Warn("dra: device out of service: its scrub failed", "device", dev.Name, "err", err)
-	case err == nil && was:
-		d.opts.Log.Info("dra: device back in service: a retried scrub worked", "device", dev.Name)
-	}
+	d.track.Scrubbed(dev.Name, err)
 	if err != nil {
 		return fmt.Errorf("scrub %s: %w", dev.Name, err)
 	}
 	return nil
 }
 
+// Tracker is the record of the driver's devices out of service, for Events and metrics.
+func (d *DeviceState) Tracker() *device.Tracker { return d.track }
+
 // ScrubFailures are the devices out of service because their scrub failed, with the error. They
 // are left out of the ResourceSlices until a retried scrub works.
-func (d *DeviceState) ScrubFailures() map[string]error {
-	d.fmu.Lock()
-	defer d.fmu.Unlock()
-	out := make(map[string]error, len(d.failed))
-	for id, err := range d.failed {
-		out[id] = err
-	}
-	return out
-}
+func (d *DeviceState) ScrubFailures() map[string]error { return d.track.Out(device.ScrubFailed) }
 
 // Unprepare undoes Prepare: the CDI spec goes, every device is scrubbed (a slot gets a fresh
 // tmpfs, so the link mount and anything the pods left go with the old one), and the link's

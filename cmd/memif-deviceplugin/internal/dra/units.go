@@ -25,49 +25,43 @@ func (d *Driver) WatchUnits(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// SyncUnits refills and re-scrubs what it can and, when the set of withheld units or of devices
-// whose scrub failed changed since the last publication, publishes the slices again and records
-// an Event per device out of service or back.
+// SyncUnits refills and re-scrubs what it can and, when a device went out of service or came
+// back since the last publication, publishes the slices again and records an Event per
+// transition.
 func (d *Driver) SyncUnits(ctx context.Context) {
 	d.state.Refill()
 	d.umu.Lock()
 	defer d.umu.Unlock()
-	now, failed := d.state.Withheld(), d.state.ScrubFailures()
-	if sameKeys(now, d.published) && sameKeys(failed, d.failed) {
+	if d.state.track.Version() == d.version {
 		return
 	}
-	if err := d.publishLocked(ctx, now, failed); err != nil {
+	if err := d.publishLocked(ctx); err != nil {
 		d.log.Warn("dra: republish resource slices", "err", err)
-		return
 	}
-	d.events().Withheld(ctx, d.published, now)
-	d.events().ScrubFailed(ctx, "DRA", d.failed, failed)
-	d.published, d.failed = now, failed
-}
-
-func sameKeys(a, b map[string]error) bool {
-	return slices.Equal(slices.Sorted(maps.Keys(a)), slices.Sorted(maps.Keys(b)))
 }
 
 func (d *Driver) publishUnits(ctx context.Context) error {
 	d.umu.Lock()
 	defer d.umu.Unlock()
-	now, failed := d.state.Withheld(), d.state.ScrubFailures()
-	if err := d.publishLocked(ctx, now, failed); err != nil {
-		return err
-	}
-	d.published, d.failed = now, failed
-	return nil
+	return d.publishLocked(ctx)
 }
 
-func (d *Driver) publishLocked(ctx context.Context, withheld, failed map[string]error) error {
-	if len(withheld) > 0 {
-		d.log.Info("dra: publishing slices without withheld units", "units", slices.Sorted(maps.Keys(withheld)))
+// publishLocked publishes the devices in service and, once they are published, records the
+// tracker's transitions as Events. The caller holds d.umu.
+func (d *Driver) publishLocked(ctx context.Context) error {
+	v := d.state.track.Version()
+	if w := d.state.Withheld(); len(w) > 0 {
+		d.log.Info("dra: publishing slices without withheld units", "units", slices.Sorted(maps.Keys(w)))
 	}
-	if len(failed) > 0 {
-		d.log.Info("dra: publishing slices without devices whose scrub failed", "devices", slices.Sorted(maps.Keys(failed)))
+	if f := d.state.ScrubFailures(); len(f) > 0 {
+		d.log.Info("dra: publishing slices without devices whose scrub failed", "devices", slices.Sorted(maps.Keys(f)))
 	}
-	return d.publish(ctx, d.state.Resources())
+	if err := d.publish(ctx, d.state.Resources()); err != nil {
+		return err
+	}
+	d.version = v
+	d.events().Transitions(ctx, d.state.track.Drain())
+	return nil
 }
 
 func (d *Driver) events() events.Recorder {

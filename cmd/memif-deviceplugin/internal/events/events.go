@@ -1,14 +1,13 @@
 // Package events records the node agent's Events on its Node, when it has an API client (the
-// DRA driver's): the withheld pool units and the devices out of service for a failed scrub, of
-// both backends.
+// DRA driver's): the transitions of both backends' device trackers (device.Tracker), withheld
+// pool units and devices out of service for a failed scrub.
 package events
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/memifnet/memifnet/cmd/internal/eventreason"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 )
 
 // Reasons of the Events about withheld units (kubectl-memifnet reads them: the values are
@@ -66,35 +66,45 @@ func (r Recorder) Record(ctx context.Context, typ, reason, msg string) {
 	}
 }
 
-// Withheld records an Event per unit that is withheld in now and was not in before (with its
-// reason), and per unit that was withheld before and is back now.
-func (r Recorder) Withheld(ctx context.Context, before, now map[string]error) {
-	for _, id := range slices.Sorted(maps.Keys(now)) {
-		if before[id] == nil {
-			r.Record(ctx, corev1.EventTypeWarning, ReasonUnitWithheld, now[id].Error())
-		}
-	}
-	for _, id := range slices.Sorted(maps.Keys(before)) {
-		if now[id] == nil {
-			r.Record(ctx, corev1.EventTypeNormal, ReasonUnitRefilled, "unit "+id+" is back in service: its previous tenant let go of its old file")
-		}
+// Transitions records one Event per transition of a device tracker (device.Tracker): a unit
+// withheld or refilled, a device whose scrub failed or that a retried scrub brought back. The
+// messages begin "unit <id> " and "device <id> " (kubectl memifnet node keys on them); a
+// device's shows whose it is ("device plugin memifnet.io/socket", "DRA").
+func (r Recorder) Transitions(ctx context.Context, trs []device.Transition) {
+	for _, tr := range trs {
+		typ, reason, msg := describe(tr)
+		r.Record(ctx, typ, reason, msg)
 	}
 }
 
-// ScrubFailed records an Event per device out of service in now (its scrub failed) and not in
-// before, with the error, and per device in before that is back in service now. backend says
-// whose device it is ("device plugin memifnet.io/socket", "DRA"). The messages begin
-// "device <id> ", as the withheld ones begin "unit <id> " (kubectl memifnet node keys on it).
-func (r Recorder) ScrubFailed(ctx context.Context, backend string, before, now map[string]error) {
-	for _, id := range slices.Sorted(maps.Keys(now)) {
-		if before[id] == nil {
-			r.Record(ctx, corev1.EventTypeWarning, ReasonScrubFailed,
-				fmt.Sprintf("device %s (%s) is out of service until a retried scrub works: %v", id, backend, now[id]))
-		}
+// describe is the type, reason and message of tr's Event.
+func describe(tr device.Transition) (typ, reason, msg string) {
+	owner := "DRA"
+	if tr.Backend == device.BackendDevicePlugin {
+		owner = "device plugin " + tr.Resource
 	}
-	for _, id := range slices.Sorted(maps.Keys(before)) {
-		if now[id] == nil {
-			r.Record(ctx, corev1.EventTypeNormal, ReasonRecovered, "device "+id+" ("+backend+") is back in service: a retried scrub worked")
+	now := "back in service"
+	if tr.Then != "" {
+		now = "no longer " + strings.ReplaceAll(string(tr.State), "_", " ") + ", now " + strings.ReplaceAll(string(tr.Then), "_", " ")
+	}
+	switch {
+	case tr.State == device.Withheld && tr.Out:
+		// The pool's reason begins "unit <id> withheld" and names the holders it found.
+		msg = "unit " + tr.Device + " withheld"
+		if tr.Err != nil {
+			msg = tr.Err.Error()
 		}
+		return corev1.EventTypeWarning, ReasonUnitWithheld, msg
+	case tr.State == device.Withheld && tr.Then == "":
+		return corev1.EventTypeNormal, ReasonUnitRefilled, "unit " + tr.Device + " is back in service: its previous tenant let go of its old file"
+	case tr.State == device.Withheld:
+		return corev1.EventTypeNormal, ReasonUnitRefilled, "unit " + tr.Device + " is " + now
+	case tr.Out:
+		return corev1.EventTypeWarning, ReasonScrubFailed,
+			fmt.Sprintf("device %s (%s) is out of service until a retried scrub works: %v", tr.Device, owner, tr.Err)
+	case tr.Then == "":
+		return corev1.EventTypeNormal, ReasonRecovered, "device " + tr.Device + " (" + owner + ") is back in service: a retried scrub worked"
+	default:
+		return corev1.EventTypeNormal, ReasonRecovered, "device " + tr.Device + " (" + owner + ") is " + now
 	}
 }

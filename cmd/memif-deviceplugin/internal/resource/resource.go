@@ -30,8 +30,8 @@ type Stats struct {
 	ScrubErrors     uint64
 	Healthy         int
 	Unhealthy       int
-	Withheld        int // unhealthy because a previous tenant holds what they were made of
-	ScrubFailed     int // unhealthy because their scrub failed (device.ErrScrubFailed), until a retry works
+	Withheld        int // out of service: a previous tenant holds what they were made of
+	ScrubFailed     int // out of service: their scrub failed, until a retry works
 	Dirty           int
 }
 
@@ -45,12 +45,15 @@ type Resource struct {
 	units map[string]device.Unit
 	locks map[string]*sync.Mutex // one per device: scrub and hand-out exclude each other
 
+	// track is which devices are out of service (withheld, scrub failed) and why: every scrub's
+	// result goes there, and Allocate refuses a device whose scrub failed until a retry works.
+	track *device.Tracker
+
 	mu      sync.Mutex
 	health  map[string]error
-	failed  map[string]error // devices out of service because their scrub failed, with the error
-	changed chan struct{}    // closed and replaced when health changes
+	changed chan struct{} // closed and replaced when health changes
 
-	allocations, syncScrubs, bgScrubs, scrubErrors atomic.Uint64
+	allocations, syncScrubs, bgScrubs atomic.Uint64
 }
 
 // New checks every device once. With cdiWriter set it also writes the CDI
@@ -59,8 +62,10 @@ func New(p Provider, led *ledger.Ledger, log *slog.Logger, cdiWriter *cdi.Writer
 	r := &Resource{
 		p: p, led: led, log: log.With("resource", p.Resource()), cdi: cdiWriter,
 		units: map[string]device.Unit{}, locks: map[string]*sync.Mutex{},
-		health: map[string]error{}, failed: map[string]error{}, changed: make(chan struct{}),
+		health: map[string]error{}, changed: make(chan struct{}),
+		track: device.NewTracker(device.BackendDevicePlugin, log.With("resource", p.Resource())),
 	}
+	r.track.Add(p.Resource(), p.Units())
 	for _, u := range p.Units() {
 		r.units[u.ID] = u
 		r.locks[u.ID] = &sync.Mutex{}
@@ -89,6 +94,9 @@ func New(p Provider, led *ledger.Ledger, log *slog.Logger, cdiWriter *cdi.Writer
 
 // Name is the extended resource name.
 func (r *Resource) Name() string { return r.p.Resource() }
+
+// Tracker is the record of the resource's devices out of service, for Events and metrics.
+func (r *Resource) Tracker() *device.Tracker { return r.track }
 
 // CheckHealth checks every device, rebuilds a damaged one that no pod holds, scrubs again one
 // whose scrub failed, and wakes watchers when anything changed. A device being scrubbed or
@@ -147,15 +155,12 @@ func (r *Resource) repair(id string, damage error) error {
 	if dirty && !withheld {
 		return damage
 	}
-	if err := r.p.Scrub(id); err != nil {
+	if err := r.scrub(id); err != nil {
 		if errors.Is(err, device.ErrWithheld) {
 			return err
 		}
-		err = fmt.Errorf("%w; rebuilding it failed: %w", damage, err)
-		if errors.Is(err, device.ErrScrubFailed) {
-			r.scrubFailed(id, err) // the health check retries the scrub from now on
-		}
-		return err
+		// Out of service (scrub): the health check retries the scrub from now on.
+		return fmt.Errorf("%w; rebuilding it failed: %w", damage, err)
 	}
 	if err := r.p.Check(id); err != nil {
 		return err
@@ -170,38 +175,30 @@ func (r *Resource) repair(id string, damage error) error {
 	return nil
 }
 
+// scrub scrubs a device and records the result: withheld, back in service, or out of service
+// for any other failure (the previous tenant's traces may still be there, so it is reported
+// unhealthy, the kubelet allocates it to no pod and Allocate refuses it until a retried scrub
+// works). The caller holds the device's lock.
+func (r *Resource) scrub(id string) error {
+	err := r.p.Scrub(id)
+	if err != nil && !errors.Is(err, device.ErrWithheld) {
+		r.track.Fail(id, err)
+	} else {
+		r.track.Scrubbed(id, err)
+	}
+	return err
+}
+
 // scrubFailure is why the device is out of service for a failed scrub, or nil.
 func (r *Resource) scrubFailure(id string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.failed[id]
+	if st, err := r.track.State(id); st == device.ScrubFailed {
+		return err
+	}
+	return nil
 }
 
 // ScrubFailures are the devices out of service because their scrub failed, with the error.
-func (r *Resource) ScrubFailures() map[string]error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make(map[string]error, len(r.failed))
-	for id, err := range r.failed {
-		out[id] = err
-	}
-	return out
-}
-
-// scrubFailed takes a device whose scrub failed out of service: the previous tenant's traces
-// may still be in it, so it is reported unhealthy (the kubelet then allocates it to no pod) and
-// Allocate refuses it, until a retried scrub works. The caller holds the device's lock.
-func (r *Resource) scrubFailed(id string, err error) {
-	r.scrubErrors.Add(1)
-	r.mu.Lock()
-	_, was := r.failed[id]
-	r.failed[id] = err
-	r.mu.Unlock()
-	if !was {
-		r.log.Warn("device out of service: its scrub failed", "device", id, "err", err)
-	}
-	r.markUnhealthy(id, err)
-}
+func (r *Resource) ScrubFailures() map[string]error { return r.track.Out(device.ScrubFailed) }
 
 // retryScrub scrubs a device whose scrub failed again, and returns its health. The device is no
 // pod's: Allocate refused it from the failure on (a failure inside Allocate failed that
@@ -209,18 +206,11 @@ func (r *Resource) scrubFailed(id string, err error) {
 // clean and back in service; a pool unit that is withheld now leaves it to the withheld path.
 // The caller holds the device's lock.
 func (r *Resource) retryScrub(id string) error {
-	err := r.p.Scrub(id)
-	if err == nil {
-		err = r.p.Check(id)
+	if err := r.scrub(id); err != nil {
+		return err
 	}
-	r.mu.Lock()
-	if err == nil || errors.Is(err, device.ErrWithheld) {
-		delete(r.failed, id)
-	} else {
-		r.failed[id] = err
-	}
-	r.mu.Unlock()
-	if err != nil {
+	if err := r.p.Check(id); err != nil {
+		r.track.Fail(id, err)
 		return err
 	}
 	if e, dirty := r.led.Dirty(id); dirty {
@@ -230,7 +220,6 @@ func (r *Resource) retryScrub(id string) error {
 		}
 	}
 	r.bgScrubs.Add(1)
-	r.log.Info("device back in service: a retried scrub worked", "device", id)
 	return nil
 }
 
@@ -345,12 +334,8 @@ func (r *Resource) Allocate(req *pluginapi.AllocateRequest) (*pluginapi.Allocate
 		if _, dirty := r.led.Dirty(id); !dirty {
 			continue
 		}
-		if err := r.p.Scrub(id); err != nil {
-			if errors.Is(err, device.ErrWithheld) {
-				r.markUnhealthy(id, err)
-			} else {
-				r.scrubFailed(id, err)
-			}
+		if err := r.scrub(id); err != nil {
+			r.markUnhealthy(id, err) // withheld, or out of service
 			return nil, fmt.Errorf("allocate %s: %w", r.Name(), err)
 		}
 		r.syncScrubs.Add(1)
@@ -416,15 +401,12 @@ func (r *Resource) Reclaim(ctx context.Context, inUse map[string]bool, listedAt 
 		l.Lock()
 		// A device whose scrub failed is the health check's to retry: each failure counts once.
 		if cur, dirty := r.led.Dirty(id); dirty && cur == e && r.scrubFailure(id) == nil {
-			err := r.p.Scrub(id)
-			switch {
-			case errors.Is(err, device.ErrWithheld):
-				// The provider logged why; the health check retries it.
-				r.markUnhealthy(id, err)
+			switch err := r.scrub(id); {
 			case err != nil:
-				// Out of service until the health check's retry works: left healthy and dirty,
-				// the kubelet would keep picking it and Allocate would keep failing its pods.
-				r.scrubFailed(id, err)
+				// Withheld (the provider logged why) or out of service: the health check retries
+				// it. Left healthy and dirty, the kubelet would keep picking it and Allocate would
+				// keep failing its pods.
+				r.markUnhealthy(id, err)
 			default:
 				r.led.Clean(id, e.AllocatedAt)
 				r.bgScrubs.Add(1)
@@ -446,8 +428,12 @@ func (r *Resource) Reclaim(ctx context.Context, inUse map[string]bool, listedAt 
 func (r *Resource) Stats() Stats {
 	s := Stats{
 		Allocations: r.allocations.Load(), SyncScrubs: r.syncScrubs.Load(),
-		BackgroundScrub: r.bgScrubs.Load(), ScrubErrors: r.scrubErrors.Load(),
-		Dirty: len(r.led.DirtyIDs()),
+		BackgroundScrub: r.bgScrubs.Load(), Dirty: len(r.led.DirtyIDs()),
+	}
+	for _, n := range r.track.Counts() {
+		s.ScrubErrors += n.Errors
+		s.Withheld += n.Out[device.Withheld]
+		s.ScrubFailed += n.Out[device.ScrubFailed]
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -457,10 +443,6 @@ func (r *Resource) Stats() Stats {
 		} else {
 			s.Unhealthy++
 		}
-		if errors.Is(err, device.ErrWithheld) {
-			s.Withheld++
-		}
 	}
-	s.ScrubFailed = len(r.failed)
 	return s
 }
