@@ -110,15 +110,6 @@ func caughtPair(rx, tx *queue, armed bool) {
 	panic(r)
 }
 
-// available is how many descriptors the peer has filled beyond the cursor.
-func (q *RxQueue) available() uint16 {
-	if q.client {
-		// The server may only have filled slots we armed; anything else is a lie we ignore.
-		return min(q.ring.LoadTail()-q.cursor, q.head-q.cursor)
-	}
-	return min(q.ring.LoadHead()-q.cursor, uint16(q.ring.Size()))
-}
-
 // forwardCopy looks at up to max packets in q's ring, lets tx copy them into its own ring, and
 // then consumes those tx took (or, dropping, all it looked at).
 func (q *RxQueue) forwardCopy(tx *TxQueue, max int, drop bool) (int, int) {
@@ -155,14 +146,7 @@ func (q *RxQueue) forwardCopy(tx *TxQueue, max int, drop bool) (int, int) {
 	q.stats.Packets += uint64(consumed)
 	q.stats.Bytes += uint64(bytes)
 	q.cursor = end
-	switch {
-	case q.zc != nil:
-		q.rearmZC(start)
-	case q.client:
-		q.refill()
-	case q.cursor != start:
-		q.ring.StoreTail(q.cursor)
-	}
+	q.handBack(start)
 	clear(s.views[:m]) // drop the references to shared memory
 	return took, dropped
 }

@@ -262,8 +262,8 @@ func (i *Interface) attach(c *connection) error {
 			// so that a server may send as soon as its link is up; it may have filled slots
 			// already, which a refill here would clobber. Only head is stored again: DPDK's
 			// server zeroes head and tail when it gets CONNECT, and the descriptors it leaves.
-			q.head = uint16(q.ring.Size())
-			q.ring.StoreHead(q.head)
+			q.limit = uint16(q.ring.Size())
+			q.own.Store(q.limit)
 		}
 		q.unpark()
 	}
@@ -309,7 +309,11 @@ func (q *queue) setConn(ri ringInfo, mems [][]byte, client bool, bufSize uint32,
 	if client {
 		q.bufs = mems[0]
 	}
-	q.cursor, q.head, q.reclaim = 0, 0, 0
+	q.cursor, q.limit, q.reclaim = 0, 0, 0
+	q.own, q.peer = ri.r.Tail(), ri.r.Head()
+	if client {
+		q.own, q.peer = q.peer, q.own
+	}
 	if q.zc != nil {
 		q.slots = make([]uint32, ri.r.Size())
 		q.scratch = make([]uint32, ri.r.Size())
@@ -317,6 +321,7 @@ func (q *queue) setConn(ri ringInfo, mems [][]byte, client bool, bufSize uint32,
 	if !client {
 		// The tail is ours; start where the ring says, as the client initialised it.
 		q.cursor = ri.r.LoadTail()
+		q.limit = q.cursor + uint16(ri.r.Size()) // Rx: a ring's worth past our tail
 	}
 }
 
@@ -357,7 +362,7 @@ func (i *Interface) detach(c *connection, reason error) {
 
 // clearConn drops the queue's references to unmapped memory. The queue must be parked.
 func (q *queue) clearConn() {
-	q.ring = ring.Ring{}
+	q.ring, q.peer, q.own = ring.Ring{}, ring.Index{}, ring.Index{}
 	q.regions, q.bufs = nil, nil
 	q.eventfd, q.efile, q.erc = -1, nil, nil
 	q.trap, q.brk = nil, nil

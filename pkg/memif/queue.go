@@ -53,8 +53,15 @@ type queue struct {
 
 	maxSleep time.Duration // Rx: the longest Wait (Config.MaxSleep)
 
+	// The ring's two indices, picked at connect: the peer's (tail for a client, head for a
+	// server), loaded to see how far it has got, and our own, published.
+	peer ring.Index
+	own  ring.Index
+
 	cursor uint16 // next descriptor to consume (Rx) or produce (Tx)
-	head   uint16 // client Rx: slots armed for the server up to here
+	// Rx: the peer may fill descriptors up to here and no further, whatever its index says: up to
+	// the slots a client armed, or a ring's worth past the tail a server published.
+	limit uint16
 
 	// Zero-copy (client): the queue pair's share of the pool, the buffer behind each ring slot
 	// (our own record, never read back from shared memory), and the next Tx slot to reclaim.

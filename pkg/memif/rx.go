@@ -18,27 +18,34 @@ func (q *RxQueue) RxBurst(pkts [][]byte) int {
 	if t := q.trap; t != nil {
 		defer t.caught(&q.queue, arm())
 	}
-	var avail uint16
-	if q.client {
-		// The server may only have filled slots we armed; anything else is a lie we ignore.
-		avail = min(q.ring.LoadTail()-q.cursor, q.head-q.cursor)
-	} else {
-		avail = min(q.ring.LoadHead()-q.cursor, uint16(q.ring.Size()))
-	}
 	start, n := q.cursor, 0
-	if avail != 0 {
+	if avail := q.available(); avail != 0 {
 		n = q.consume(pkts, avail)
 	}
+	q.handBack(start)
+	q.release()
+	return n
+}
+
+// available is how many descriptors the peer has filled beyond the cursor: up to the index it
+// published, but never past limit, whatever that index says (a lie we ignore).
+func (q *RxQueue) available() uint16 {
+	return min(q.peer.Load()-q.cursor, q.limit-q.cursor)
+}
+
+// handBack gives the slots consumed since start back to the peer: a server publishes its tail, a
+// copy-mode client re-arms them with its own buffers, a zero-copy client recycles their buffers
+// and re-arms from its pool share.
+func (q *RxQueue) handBack(start uint16) {
 	switch {
 	case q.zc != nil:
 		q.rearmZC(start)
 	case q.client:
 		q.refill()
 	case q.cursor != start:
-		q.ring.StoreTail(q.cursor)
+		q.own.Store(q.cursor)
+		q.limit = q.cursor + uint16(q.ring.Size())
 	}
-	q.release()
-	return n
 }
 
 // consume copies packets out of the avail descriptors from the cursor on. Runs of single-buffer
@@ -191,7 +198,7 @@ func (q *RxQueue) consumeOne(dst *[]byte, cur, end uint16) (used uint16, size in
 // noise (medians 20.8 vs 19.0 Mpps of 6 each). docs/performance.md has the numbers.
 func (q *RxQueue) refill() {
 	end := q.cursor + uint16(q.ring.Size())
-	h := q.head
+	h := q.limit
 	if end-h < min(refillBatch, uint16(q.ring.Size()/2)) {
 		return
 	}
@@ -204,8 +211,8 @@ func (q *RxQueue) refill() {
 			Offset: q.bufBase + uint32(slot)*bufSize,
 		}
 	}
-	q.head = h
-	q.ring.StoreHead(h)
+	q.limit = h
+	q.own.Store(h)
 }
 
 // refillBatch is the most free slots a client's receive ring waits for before it is re-armed.

@@ -34,7 +34,7 @@ func (q *TxQueue) TxBurst(pkts [][]byte) int {
 // rewrites every descriptor field from private state.
 func (q *TxQueue) txOwn(pkts [][]byte) int {
 	size := uint16(q.ring.Size())
-	used := q.cursor - q.ring.LoadTail()
+	used := q.cursor - q.peer.Load()
 	if used > size {
 		used = size // the server's tail is nonsense: treat the ring as full
 		q.stats.BadDescs++
@@ -103,7 +103,7 @@ func (q *TxQueue) txOwn(pkts [][]byte) int {
 // than the length the client gave it, chaining across descriptors when a packet does not fit.
 func (q *TxQueue) txPeer(pkts [][]byte) int {
 	size := uint16(q.ring.Size())
-	free := min(q.ring.LoadHead()-q.cursor, size)
+	free := min(q.peer.Load()-q.cursor, size)
 	descs, mask := q.ring.Descs, q.ring.Mask
 	cur := q.cursor
 	i, sent, bytes := 0, 0, 0
@@ -169,11 +169,7 @@ func (q *TxQueue) publish(cur uint16, pkts, bytes int) {
 	// With a full barrier, so that the MASK_INT load below comes after the index store (see
 	// ring.Fence): else we could read a stale MASK_INT while the peer, unmasking to sleep, reads
 	// our stale index, and it would sleep with packets waiting.
-	if q.client {
-		q.ring.PublishHead(cur)
-	} else {
-		q.ring.PublishTail(cur)
-	}
+	q.own.Publish(cur)
 	if q.ring.LoadFlags()&ring.FlagMaskInt == 0 && q.eventfd >= 0 {
 		// The kicker writes the eventfd, which the peer could make block; a kick already
 		// pending covers this one.
