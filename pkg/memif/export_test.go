@@ -15,7 +15,7 @@ func SetStatusInterval(d time.Duration) (restore func()) {
 // old content), and what tx has no room for is dropped. Single-buffer packets only; never use it
 // for anything but that measurement.
 func (q *RxQueue) ForwardDescs(tx *TxQueue, max int) int {
-	if q.client || tx.client || !q.acquire() {
+	if q.path != &rxServer || tx.path != &txServer || !q.acquire() {
 		return 0
 	}
 	avail := min(q.available(), uint16(max))

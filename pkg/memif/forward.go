@@ -123,14 +123,8 @@ func (q *RxQueue) forwardCopy(tx *TxQueue, max int, drop bool) (int, int) {
 		return 0, 0
 	}
 	var took int
-	switch {
-	case m == 0:
-	case tx.zc != nil:
-		took = tx.txCopyZC(s.views[:m])
-	case tx.client:
-		took = tx.txOwn(s.views[:m])
-	default:
-		took = tx.txPeer(s.views[:m])
+	if m != 0 {
+		took = tx.path.send(tx, s.views[:m])
 	}
 	consumed, dropped := took, 0
 	if drop {
@@ -164,7 +158,7 @@ func (q *RxQueue) peek(s *fwdScratch, max int) (int, uint16) {
 		// Read each field once: the peer may rewrite shared memory at any time.
 		flags, region, length, offset := d.Flags, d.Region, d.Length, d.Offset
 		if flags&ring.DescFlagNext == 0 {
-			src, ok := q.segment(cur, region, length, offset)
+			src, ok := q.path.segment(q, cur, region, length, offset)
 			if !ok {
 				q.stats.BadDescs++
 				q.stats.Drops++

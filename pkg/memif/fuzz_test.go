@@ -45,7 +45,7 @@ func FuzzRxRing(f *testing.F) {
 		q := &RxQueue{}
 		q.regions = [][]byte{ringMem, dataRegion}
 		q.ring = r
-		q.client = client
+		q.path = pickRxPath(client, false)
 		q.eventfd = -1
 		q.cursor = cursor
 		q.peer, q.own = r.Head(), r.Tail()
@@ -80,7 +80,8 @@ func FuzzRxRing(f *testing.F) {
 		if client {
 			// The same ring as a zero-copy client's receive ring over its own pool.
 			zq := &RxQueue{}
-			zq.queue = queue{ring: r, regions: q.regions, client: true, eventfd: -1,
+			zq.path = pickRxPath(true, true)
+			zq.queue = queue{ring: r, regions: q.regions, eventfd: -1,
 				peer: q.peer, own: q.own, cursor: q.cursor, limit: q.limit}
 			zq.zc = &zcShare{mem: make([]byte, 3*r.Size()*64), bufSize: 64, free: alloc.NewPool(3*r.Size(), 0, 64)}
 			zq.slots = make([]uint32, r.Size())
@@ -99,7 +100,7 @@ func FuzzRxRing(f *testing.F) {
 			return
 		}
 		// The server's transmit path follows the buffers the client armed in the same memory.
-		tq := &TxQueue{}
+		tq := &TxQueue{path: pickTxPath(false, false)}
 		tq.queue = queue{ring: r, regions: q.regions, eventfd: -1, cursor: cursor, peer: r.Head(), own: r.Tail()}
 		pkts := [][]byte{make([]byte, 60), make([]byte, 200), make([]byte, 1500)}
 		for range 3 {

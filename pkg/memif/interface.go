@@ -253,6 +253,7 @@ func (i *Interface) attach(c *connection) error {
 	for k, ri := range rxRings {
 		q := i.rx[k]
 		q.setConn(ri, mems, client, c.bufSize, c)
+		q.path = pickRxPath(client, q.zc != nil)
 		q.ringName = fmt.Sprintf("%s ring %d", rxName, k)
 		switch {
 		case q.zc != nil:
@@ -268,8 +269,9 @@ func (i *Interface) attach(c *connection) error {
 		q.unpark()
 	}
 	for k, ri := range txRings {
-		q := &i.tx[k].queue
+		q := i.tx[k]
 		q.setConn(ri, mems, client, c.bufSize, c)
+		q.path = pickTxPath(client, q.zc != nil)
 		q.unpark()
 	}
 	i.pending = nil
@@ -299,7 +301,6 @@ func (q *queue) setConn(ri ringInfo, mems [][]byte, client bool, bufSize uint32,
 	q.brk = c.brk
 	q.erc = ri.erc
 	q.regions = mems
-	q.client = client
 	q.eventfd = ri.eventfd
 	q.efile = ri.efile
 	q.bufRegion = 0

@@ -37,7 +37,6 @@ type queue struct {
 
 	ring     ring.Ring
 	regions  [][]byte        // every region of the connection, by index
-	client   bool            // we are the client: we write head and own the buffers
 	eventfd  int             // the ring's interrupt eventfd
 	efile    *os.File        // the same eventfd in the runtime poller (Rx: Wait sleeps on it)
 	erc      syscall.RawConn // efile's raw reads (Rx: Wait drains with them)
@@ -156,6 +155,7 @@ var eventfdOne = func() (b [8]byte) { binary.NativeEndian.PutUint64(b[:], 1); re
 type RxQueue struct {
 	queue
 	index int
+	path  *rxPath     // the connection's receive steps, picked at attach
 	fwd   *fwdScratch // Forward's, from its first call
 }
 
@@ -163,6 +163,7 @@ type RxQueue struct {
 type TxQueue struct {
 	queue
 	index  int
+	path   *txPath // the connection's transmit step, picked at attach
 	kicker *kicker // signals the peer on a goroutine of its own (interrupt.go)
 }
 

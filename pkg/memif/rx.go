@@ -33,19 +33,57 @@ func (q *RxQueue) available() uint16 {
 	return min(q.peer.Load()-q.cursor, q.limit-q.cursor)
 }
 
-// handBack gives the slots consumed since start back to the peer: a server publishes its tail, a
-// copy-mode client re-arms them with its own buffers, a zero-copy client recycles their buffers
-// and re-arms from its pool share.
+// handBack gives the slots consumed since start back to the peer (rxPath.handBack). While the
+// peer may fill a whole ring's worth past the cursor (limit-cursor is never more) there is
+// nothing to give: the empty poll returns here without a call.
 func (q *RxQueue) handBack(start uint16) {
-	switch {
-	case q.zc != nil:
-		q.rearmZC(start)
-	case q.client:
-		q.refill()
-	case q.cursor != start:
-		q.own.Store(q.cursor)
-		q.limit = q.cursor + uint16(q.ring.Size())
+	if q.limit-q.cursor <= q.ring.Mask {
+		q.path.handBack(q, start)
 	}
+}
+
+// rxPath is each receive step that depends on the queue's role and mode, picked once when the
+// connection is attached (pickRxPath), as DPDK's memif driver picks its Rx function at probe.
+// Each is an indirect call per burst or per run of packets (segment: per segment of a chain, and
+// per packet on Forward's copying path), never per byte.
+type rxPath struct {
+	// fast copies out a run of single-buffer packets from cur on, and stops at the first
+	// descriptor that is a chain, fails validation or does not fit the caller's buffer.
+	fast func(q *RxQueue, pkts [][]byte, cur, avail uint16) (n, bytes int)
+	// segment is the memory the descriptor in slot c names, validated for this side.
+	segment func(q *RxQueue, c, region uint16, length, offset uint32) ([]byte, bool)
+	// handBack gives the slots from start up to the cursor back to the peer.
+	handBack func(q *RxQueue, start uint16)
+}
+
+var (
+	// A server reads the client's buffers where the descriptors say, and publishes its tail.
+	rxServer = rxPath{fast: (*RxQueue).fastPeer, segment: (*RxQueue).segmentPeer, handBack: (*RxQueue).publishTail}
+	// A copy-mode client reads its own slot buffers, and re-arms them.
+	rxClient = rxPath{fast: (*RxQueue).fastOwn, segment: (*RxQueue).segmentOwn, handBack: (*RxQueue).refill}
+	// A zero-copy client copying out reads where the descriptors say, as a server does (its own
+	// record of the slot's buffer is for RxBurstZC), recycles the buffers and re-arms from its
+	// pool share.
+	rxClientZC = rxPath{fast: (*RxQueue).fastPeer, segment: (*RxQueue).segmentPeer, handBack: (*RxQueue).rearmZC}
+)
+
+// pickRxPath is the receive variant for a role and mode.
+func pickRxPath(client, zeroCopy bool) *rxPath {
+	switch {
+	case zeroCopy:
+		return &rxClientZC
+	case client:
+		return &rxClient
+	default:
+		return &rxServer
+	}
+}
+
+// publishTail is the server's handBack: the consumed slots are the client's again once tail says
+// so, and the client may then fill a ring's worth past it.
+func (q *RxQueue) publishTail(uint16) {
+	q.own.Store(q.cursor)
+	q.limit = q.cursor + uint16(q.ring.Size())
 }
 
 // consume copies packets out of the avail descriptors from the cursor on. Runs of single-buffer
@@ -55,12 +93,7 @@ func (q *RxQueue) consume(pkts [][]byte, avail uint16) int {
 	cur, end := q.cursor, q.cursor+avail
 	n, bytes := 0, 0
 	for n < len(pkts) && cur != end {
-		var k, b int
-		if q.client && q.zc == nil {
-			k, b = q.fastOwn(pkts[n:], cur, end-cur)
-		} else {
-			k, b = q.fastPeer(pkts[n:], cur, end-cur)
-		}
+		k, b := q.path.fast(q, pkts[n:], cur, end-cur)
 		n += k
 		bytes += b
 		cur += uint16(k)
@@ -83,9 +116,8 @@ func (q *RxQueue) consume(pkts [][]byte, avail uint16) int {
 	return n
 }
 
-// fastPeer copies out single-buffer packets whose descriptors name memory anywhere in the
-// connection's regions (the server's view, and a zero-copy client's), and stops at the first
-// descriptor that is a chain, fails validation or does not fit the caller's buffer.
+// fastPeer is rxPath.fast for descriptors that name memory anywhere in the connection's regions
+// (the server's view, and a zero-copy client's).
 func (q *RxQueue) fastPeer(pkts [][]byte, cur, avail uint16) (n, bytes int) {
 	r, regions := &q.ring, q.regions
 	for cnt := min(len(pkts), int(avail)); n < cnt; n++ {
@@ -126,16 +158,18 @@ func (q *RxQueue) fastOwn(pkts [][]byte, cur, avail uint16) (n, bytes int) {
 	return n, bytes
 }
 
-// segment is the memory a descriptor names, validated for this side: a copy-mode client reads its
-// own slot buffer (up to the length the server wrote), anyone else the region and offset given.
-func (q *RxQueue) segment(c uint16, region uint16, length, offset uint32) ([]byte, bool) {
-	if q.client && q.zc == nil {
-		if length-1 >= q.bufSize {
-			return nil, false
-		}
-		off := q.bufBase + uint32(c&q.ring.Mask)*q.bufSize
-		return q.bufs[off : off+length], true
+// segmentOwn is rxPath.segment for a copy-mode client: its own buffer of slot c, up to the length
+// the server wrote (region and offset are the server's to scribble on).
+func (q *RxQueue) segmentOwn(c, _ uint16, length, _ uint32) ([]byte, bool) {
+	if length-1 >= q.bufSize {
+		return nil, false
 	}
+	off := q.bufBase + uint32(c&q.ring.Mask)*q.bufSize
+	return q.bufs[off : off+length], true
+}
+
+// segmentPeer is rxPath.segment for the others: the region and offset given, if they are inside.
+func (q *RxQueue) segmentPeer(_, region uint16, length, offset uint32) ([]byte, bool) {
 	return q.span(region, offset, length)
 }
 
@@ -169,7 +203,7 @@ func (q *RxQueue) consumeOne(dst *[]byte, cur, end uint16) (used uint16, size in
 	for i := range segs {
 		d := r.At(cur + i)
 		region, length, offset := d.Region, d.Length, d.Offset
-		src, valid := q.segment(cur+i, region, length, offset)
+		src, valid := q.path.segment(q, cur+i, region, length, offset)
 		if !valid {
 			q.stats.BadDescs++
 			good = false
@@ -195,8 +229,9 @@ func (q *RxQueue) consumeOne(dst *[]byte, cur, end uint16) (used uint16, size in
 // for every packet, so the sender finds one armed slot at a time and sends bursts of one:
 // BenchmarkPump server-to-client 64 B with receive bursts of 1 measured 2.3-9.1 Mpps every poll
 // against 23.3-25.5 batched (8 interleaved runs); at receive bursts of 32 the two are within
-// noise (medians 20.8 vs 19.0 Mpps of 6 each). docs/performance.md has the numbers.
-func (q *RxQueue) refill() {
+// noise (medians 20.8 vs 19.0 Mpps of 6 each). docs/performance.md has the numbers. It is the
+// copy-mode client's rxPath.handBack: its buffers stay with their slots, so start does not matter.
+func (q *RxQueue) refill(uint16) {
 	end := q.cursor + uint16(q.ring.Size())
 	h := q.limit
 	if end-h < min(refillBatch, uint16(q.ring.Size()/2)) {

@@ -17,17 +17,35 @@ func (q *TxQueue) TxBurst(pkts [][]byte) int {
 	if t := q.trap; t != nil {
 		defer t.caught(&q.queue, arm())
 	}
-	var n int
-	switch {
-	case q.zc != nil:
-		n = q.txCopyZC(pkts)
-	case q.client:
-		n = q.txOwn(pkts)
-	default:
-		n = q.txPeer(pkts)
-	}
+	n := q.path.send(q, pkts)
 	q.release()
 	return n
+}
+
+// txPath is the transmit step that depends on the queue's role and mode, picked once when the
+// connection is attached (pickTxPath), as DPDK's memif driver picks its Tx function at probe.
+type txPath struct {
+	// send copies up to len(pkts) packets into the ring, publishes them, and returns how many it
+	// took (TxBurst's contract).
+	send func(q *TxQueue, pkts [][]byte) int
+}
+
+var (
+	txServer   = txPath{send: (*TxQueue).txPeer}   // into the buffers the client armed
+	txClient   = txPath{send: (*TxQueue).txOwn}    // into its own slot buffers
+	txClientZC = txPath{send: (*TxQueue).txCopyZC} // into buffers of its pool share
+)
+
+// pickTxPath is the transmit variant for a role and mode.
+func pickTxPath(client, zeroCopy bool) *txPath {
+	switch {
+	case zeroCopy:
+		return &txClientZC
+	case client:
+		return &txClient
+	default:
+		return &txServer
+	}
 }
 
 // txOwn is the client's send path: it writes into its own buffers, one per ring slot, and
