@@ -15,23 +15,23 @@ func SetStatusInterval(d time.Duration) (restore func()) {
 // old content), and what tx has no room for is dropped. Single-buffer packets only; never use it
 // for anything but that measurement.
 func (q *RxQueue) ForwardDescs(tx *TxQueue, max int) int {
-	if q.client || tx.client || !q.acquire() {
+	if q.path != &rxServer || tx.path != &txServer || !q.acquire() {
 		return 0
 	}
-	size := uint16(q.ring.Size())
-	avail := min(q.ring.LoadHead()-q.cursor, size, uint16(max))
+	avail := min(q.available(), uint16(max))
 	if avail == 0 || !tx.acquire() {
 		q.release()
 		return 0
 	}
-	free := min(tx.ring.LoadHead()-tx.cursor, uint16(tx.ring.Size()))
+	free := min(tx.peer.Load()-tx.cursor, uint16(tx.ring.Size()))
 	n := min(avail, free)
 	for k := range n {
 		d := tx.ring.At(tx.cursor + k)
 		d.Flags, d.Length = 0, min(q.ring.At(q.cursor+k).Length, d.Length)
 	}
+	start := q.cursor
 	q.cursor += avail
-	q.ring.StoreTail(q.cursor)
+	q.handBack(start)
 	tx.publish(tx.cursor+n, int(n), 0)
 	tx.release()
 	q.release()

@@ -110,15 +110,6 @@ func caughtPair(rx, tx *queue, armed bool) {
 	panic(r)
 }
 
-// available is how many descriptors the peer has filled beyond the cursor.
-func (q *RxQueue) available() uint16 {
-	if q.client {
-		// The server may only have filled slots we armed; anything else is a lie we ignore.
-		return min(q.ring.LoadTail()-q.cursor, q.head-q.cursor)
-	}
-	return min(q.ring.LoadHead()-q.cursor, uint16(q.ring.Size()))
-}
-
 // forwardCopy looks at up to max packets in q's ring, lets tx copy them into its own ring, and
 // then consumes those tx took (or, dropping, all it looked at).
 func (q *RxQueue) forwardCopy(tx *TxQueue, max int, drop bool) (int, int) {
@@ -132,14 +123,8 @@ func (q *RxQueue) forwardCopy(tx *TxQueue, max int, drop bool) (int, int) {
 		return 0, 0
 	}
 	var took int
-	switch {
-	case m == 0:
-	case tx.zc != nil:
-		took = tx.txCopyZC(s.views[:m])
-	case tx.client:
-		took = tx.txOwn(s.views[:m])
-	default:
-		took = tx.txPeer(s.views[:m])
+	if m != 0 {
+		took = tx.path.send(tx, s.views[:m])
 	}
 	consumed, dropped := took, 0
 	if drop {
@@ -155,14 +140,7 @@ func (q *RxQueue) forwardCopy(tx *TxQueue, max int, drop bool) (int, int) {
 	q.stats.Packets += uint64(consumed)
 	q.stats.Bytes += uint64(bytes)
 	q.cursor = end
-	switch {
-	case q.zc != nil:
-		q.rearmZC(start)
-	case q.client:
-		q.refill()
-	case q.cursor != start:
-		q.ring.StoreTail(q.cursor)
-	}
+	q.handBack(start)
 	clear(s.views[:m]) // drop the references to shared memory
 	return took, dropped
 }
@@ -180,7 +158,7 @@ func (q *RxQueue) peek(s *fwdScratch, max int) (int, uint16) {
 		// Read each field once: the peer may rewrite shared memory at any time.
 		flags, region, length, offset := d.Flags, d.Region, d.Length, d.Offset
 		if flags&ring.DescFlagNext == 0 {
-			src, ok := q.segment(cur, region, length, offset)
+			src, ok := q.path.segment(q, cur, region, length, offset)
 			if !ok {
 				q.stats.BadDescs++
 				q.stats.Drops++

@@ -45,17 +45,19 @@ func FuzzRxRing(f *testing.F) {
 		q := &RxQueue{}
 		q.regions = [][]byte{ringMem, dataRegion}
 		q.ring = r
-		q.client = client
+		q.path = pickRxPath(client, false)
 		q.eventfd = -1
 		q.cursor = cursor
-		q.head = head
+		q.peer, q.own = r.Head(), r.Tail()
+		q.limit = cursor + uint16(r.Size()) // a server's: a ring's worth past its tail
 		q.bufSize = 64
 		q.bufBase = 0
 		q.bufRegion = 1
 		q.bufs = dataRegion
 		if client {
 			// The client's armed count never exceeds the ring.
-			q.head = cursor + min(head, uint16(r.Size()))
+			q.peer, q.own = q.own, q.peer
+			q.limit = cursor + min(head, uint16(r.Size()))
 		}
 		bufs := make([][]byte, 8)
 		for i := range bufs {
@@ -78,7 +80,9 @@ func FuzzRxRing(f *testing.F) {
 		if client {
 			// The same ring as a zero-copy client's receive ring over its own pool.
 			zq := &RxQueue{}
-			zq.queue = queue{ring: r, regions: q.regions, client: true, eventfd: -1, cursor: q.cursor, head: q.head}
+			zq.path = pickRxPath(true, true)
+			zq.queue = queue{ring: r, regions: q.regions, eventfd: -1,
+				peer: q.peer, own: q.own, cursor: q.cursor, limit: q.limit}
 			zq.zc = &zcShare{mem: make([]byte, 3*r.Size()*64), bufSize: 64, free: alloc.NewPool(3*r.Size(), 0, 64)}
 			zq.slots = make([]uint32, r.Size())
 			zq.scratch = make([]uint32, r.Size())
@@ -96,8 +100,8 @@ func FuzzRxRing(f *testing.F) {
 			return
 		}
 		// The server's transmit path follows the buffers the client armed in the same memory.
-		tq := &TxQueue{}
-		tq.queue = queue{ring: r, regions: q.regions, eventfd: -1, cursor: cursor}
+		tq := &TxQueue{path: pickTxPath(false, false)}
+		tq.queue = queue{ring: r, regions: q.regions, eventfd: -1, cursor: cursor, peer: r.Head(), own: r.Tail()}
 		pkts := [][]byte{make([]byte, 60), make([]byte, 200), make([]byte, 1500)}
 		for range 3 {
 			if n := tq.TxBurst(pkts); n > len(pkts) {

@@ -253,6 +253,7 @@ func (i *Interface) attach(c *connection) error {
 	for k, ri := range rxRings {
 		q := i.rx[k]
 		q.setConn(ri, mems, client, c.bufSize, c)
+		q.path = pickRxPath(client, q.zc != nil)
 		q.ringName = fmt.Sprintf("%s ring %d", rxName, k)
 		switch {
 		case q.zc != nil:
@@ -262,14 +263,15 @@ func (i *Interface) attach(c *connection) error {
 			// so that a server may send as soon as its link is up; it may have filled slots
 			// already, which a refill here would clobber. Only head is stored again: DPDK's
 			// server zeroes head and tail when it gets CONNECT, and the descriptors it leaves.
-			q.head = uint16(q.ring.Size())
-			q.ring.StoreHead(q.head)
+			q.limit = uint16(q.ring.Size())
+			q.own.Store(q.limit)
 		}
 		q.unpark()
 	}
 	for k, ri := range txRings {
-		q := &i.tx[k].queue
+		q := i.tx[k]
 		q.setConn(ri, mems, client, c.bufSize, c)
+		q.path = pickTxPath(client, q.zc != nil)
 		q.unpark()
 	}
 	i.pending = nil
@@ -299,7 +301,6 @@ func (q *queue) setConn(ri ringInfo, mems [][]byte, client bool, bufSize uint32,
 	q.brk = c.brk
 	q.erc = ri.erc
 	q.regions = mems
-	q.client = client
 	q.eventfd = ri.eventfd
 	q.efile = ri.efile
 	q.bufRegion = 0
@@ -309,7 +310,11 @@ func (q *queue) setConn(ri ringInfo, mems [][]byte, client bool, bufSize uint32,
 	if client {
 		q.bufs = mems[0]
 	}
-	q.cursor, q.head, q.reclaim = 0, 0, 0
+	q.cursor, q.limit, q.reclaim = 0, 0, 0
+	q.own, q.peer = ri.r.Tail(), ri.r.Head()
+	if client {
+		q.own, q.peer = q.peer, q.own
+	}
 	if q.zc != nil {
 		q.slots = make([]uint32, ri.r.Size())
 		q.scratch = make([]uint32, ri.r.Size())
@@ -317,6 +322,7 @@ func (q *queue) setConn(ri ringInfo, mems [][]byte, client bool, bufSize uint32,
 	if !client {
 		// The tail is ours; start where the ring says, as the client initialised it.
 		q.cursor = ri.r.LoadTail()
+		q.limit = q.cursor + uint16(ri.r.Size()) // Rx: a ring's worth past our tail
 	}
 }
 
@@ -357,7 +363,7 @@ func (i *Interface) detach(c *connection, reason error) {
 
 // clearConn drops the queue's references to unmapped memory. The queue must be parked.
 func (q *queue) clearConn() {
-	q.ring = ring.Ring{}
+	q.ring, q.peer, q.own = ring.Ring{}, ring.Index{}, ring.Index{}
 	q.regions, q.bufs = nil, nil
 	q.eventfd, q.efile, q.erc = -1, nil, nil
 	q.trap, q.brk = nil, nil

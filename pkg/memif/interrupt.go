@@ -77,10 +77,7 @@ func (q *RxQueue) RxBurstWait(ctx context.Context, pkts [][]byte, spins int) (in
 
 // pending reports whether the peer has published descriptors we have not consumed. Guard held.
 func (q *RxQueue) pending() bool {
-	if q.client {
-		return q.ring.LoadTail() != q.cursor
-	}
-	return q.ring.LoadHead() != q.cursor
+	return q.peer.Load() != q.cursor
 }
 
 // mask goes back to polling: the peer need not signal.

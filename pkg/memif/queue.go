@@ -37,7 +37,6 @@ type queue struct {
 
 	ring     ring.Ring
 	regions  [][]byte        // every region of the connection, by index
-	client   bool            // we are the client: we write head and own the buffers
 	eventfd  int             // the ring's interrupt eventfd
 	efile    *os.File        // the same eventfd in the runtime poller (Rx: Wait sleeps on it)
 	erc      syscall.RawConn // efile's raw reads (Rx: Wait drains with them)
@@ -53,8 +52,15 @@ type queue struct {
 
 	maxSleep time.Duration // Rx: the longest Wait (Config.MaxSleep)
 
+	// The ring's two indices, picked at connect: the peer's (tail for a client, head for a
+	// server), loaded to see how far it has got, and our own, published.
+	peer ring.Index
+	own  ring.Index
+
 	cursor uint16 // next descriptor to consume (Rx) or produce (Tx)
-	head   uint16 // client Rx: slots armed for the server up to here
+	// Rx: the peer may fill descriptors up to here and no further, whatever its index says: up to
+	// the slots a client armed, or a ring's worth past the tail a server published.
+	limit uint16
 
 	// Zero-copy (client): the queue pair's share of the pool, the buffer behind each ring slot
 	// (our own record, never read back from shared memory), and the next Tx slot to reclaim.
@@ -149,6 +155,7 @@ var eventfdOne = func() (b [8]byte) { binary.NativeEndian.PutUint64(b[:], 1); re
 type RxQueue struct {
 	queue
 	index int
+	path  *rxPath     // the connection's receive steps, picked at attach
 	fwd   *fwdScratch // Forward's, from its first call
 }
 
@@ -156,6 +163,7 @@ type RxQueue struct {
 type TxQueue struct {
 	queue
 	index  int
+	path   *txPath // the connection's transmit step, picked at attach
 	kicker *kicker // signals the peer on a goroutine of its own (interrupt.go)
 }
 

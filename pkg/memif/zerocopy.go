@@ -60,7 +60,7 @@ func (q *RxQueue) RxBurstZC(bufs []Buffer) int {
 	}
 	q.zc.mu.Lock()
 	defer q.zc.mu.Unlock() // deferred: a trapped fault must not leave the share locked
-	avail := min(q.ring.LoadTail()-q.cursor, q.head-q.cursor)
+	avail := q.available()
 	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
 	cur := q.cursor
 	n, pkts, bytes := 0, 0, 0
@@ -106,7 +106,7 @@ func (q *RxQueue) rearmZC(start uint16) {
 // refillZC arms every free slot of the receive ring with a buffer from the pool. Call with the
 // share locked.
 func (q *RxQueue) refillZC() {
-	want := q.cursor + uint16(q.ring.Size()) - q.head
+	want := q.cursor + uint16(q.ring.Size()) - q.limit
 	if want == 0 {
 		return
 	}
@@ -115,16 +115,16 @@ func (q *RxQueue) refillZC() {
 		q.stats.NoBuf++
 	}
 	descs, mask, zc := q.ring.Descs, q.ring.Mask, q.zc
-	h := q.head
+	h := q.limit
 	for _, idx := range q.scratch[:got] {
 		slot := h & mask
 		q.slots[slot] = idx
 		descs[slot] = ring.Desc{Region: zcRegionIndex, Length: zc.bufSize, Offset: zc.free.Offset(idx)}
 		h++
 	}
-	if h != q.head {
-		q.head = h
-		q.ring.StoreHead(h)
+	if h != q.limit {
+		q.limit = h
+		q.own.Store(h)
 	}
 }
 
@@ -219,7 +219,7 @@ func (q *TxQueue) TxBurstZC(bufs []Buffer) int {
 // many slots are free. It takes the share's lock; callers must not hold it.
 func (q *TxQueue) reclaimZC() uint16 {
 	size := uint16(q.ring.Size())
-	tail := q.ring.LoadTail()
+	tail := q.peer.Load()
 	if q.cursor-tail > size || tail-q.reclaim > q.cursor-q.reclaim {
 		q.stats.BadDescs++ // the server's tail is nonsense: reclaim nothing, send nothing
 		return 0
@@ -287,9 +287,9 @@ func (c *connection) returnArmedZC() {
 // and tail when it gets CONNECT, and leaves the descriptors.
 func (q *RxQueue) adoptArmedZC(a *zcArmed) {
 	copy(q.slots, a.idx)
-	q.head = uint16(len(a.idx))
+	q.limit = uint16(len(a.idx))
 	a.idx = nil
-	q.ring.StoreHead(q.head)
+	q.own.Store(q.limit)
 	q.rearmZC(0) // nothing consumed yet
 }
 
@@ -303,7 +303,7 @@ func (q *queue) recoverZC(rx bool) {
 	q.zc.mu.Lock()
 	defer q.zc.mu.Unlock()
 	mask := uint16(len(q.slots) - 1)
-	from, to := q.cursor, q.head // Rx: armed but not received
+	from, to := q.cursor, q.limit // Rx: armed but not received
 	if !rx {
 		from, to = q.reclaim, q.cursor // Tx: sent but not released
 	}

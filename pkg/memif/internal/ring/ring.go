@@ -164,6 +164,38 @@ func (r *Ring) StoreTail(v uint16) {
 	store16((*uint16)(unsafe.Add(unsafe.Pointer(r.tail), offTailInWord)), v)
 }
 
+// Index is one of a ring's two indices, head or tail. The client writes head and reads tail, the
+// server the other way round, on every ring: a queue picks its own index and its peer's once, when
+// it connects, and then loads and stores them without asking which is which. The same atomics as
+// LoadHead/StoreHead (see the package comment); the zero Index is unusable.
+type Index struct {
+	word  *uint32 // the aligned word holding the index (head shares its word with flags)
+	half  *uint16 // the index itself
+	shift uint8   // index = word >> shift
+}
+
+// Head is the ring's head index (written by the client).
+func (r *Ring) Head() Index {
+	// Safe: head lies inside the aligned word at offFlags (see flagsWord).
+	return Index{word: r.flagsWord(), half: (*uint16)(unsafe.Add(r.hdr, offHead)), shift: headShift}
+}
+
+// Tail is the ring's tail index (written by the server).
+func (r *Ring) Tail() Index {
+	// Safe: the tail half-word lies inside the aligned tail word.
+	return Index{word: r.tail, half: (*uint16)(unsafe.Add(unsafe.Pointer(r.tail), offTailInWord)), shift: tailShift}
+}
+
+// Load load-acquires the index.
+func (x Index) Load() uint16 { return uint16(atomic.LoadUint32(x.word) >> x.shift) }
+
+// Store store-releases the index: every earlier write is visible to a peer that loads the new
+// value. Only the index's writer may store it.
+func (x Index) Store(v uint16) { store16(x.half, v) }
+
+// Publish is Store followed by a full barrier, for a producer that reads MASK_INT next (see Fence).
+func (x Index) Publish(v uint16) { storeSync16(x.half, v) }
+
 // StoreFlags store-releases flags. Only the ring's receiver writes them.
 func (r *Ring) StoreFlags(v uint16) { store16((*uint16)(unsafe.Add(r.hdr, offFlagsHalf)), v) }
 

@@ -166,3 +166,27 @@ func TestPublishIsFullBarrier(t *testing.T) {
 		}
 	}
 }
+
+// TestIndex: Head and Tail load and store the same half-words as LoadHead/StoreHead and
+// LoadTail/StoreTail, and leave the flags that share head's word alone.
+func TestIndex(t *testing.T) {
+	for _, cl := range []int{64, 128} {
+		r, err := New(shm(t, Size(4, cl)), 4, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.StoreFlags(FlagMaskInt)
+		r.Head().Store(0x1234)
+		r.Tail().Publish(0xbeef)
+		if r.LoadHead() != 0x1234 || r.LoadTail() != 0xbeef || r.LoadFlags() != FlagMaskInt {
+			t.Errorf("cache line %d: head %#x tail %#x flags %#x", cl, r.LoadHead(), r.LoadTail(), r.LoadFlags())
+		}
+		r.StoreHead(0x4321)
+		r.StoreTail(0xfeeb)
+		r.Head().Publish(r.Head().Load() + 1)
+		r.Tail().Store(r.Tail().Load() + 1)
+		if r.LoadHead() != 0x4322 || r.LoadTail() != 0xfeec || r.LoadFlags() != FlagMaskInt {
+			t.Errorf("cache line %d: head %#x tail %#x flags %#x", cl, r.LoadHead(), r.LoadTail(), r.LoadFlags())
+		}
+	}
+}
