@@ -39,9 +39,9 @@ func TestChartLint(t *testing.T) {
 // metrics settings, both Prometheus Operator monitors, a metrics reader, the DRA driver.
 func chartOptionValues() map[string]any {
 	return map[string]any{
-		"namespace":    map[string]any{"name": "cnf-net"},
-		"nodeLabel":    map[string]any{"key": "example.com/memif", "value": "on"},
-		"dra":          map[string]any{"enabled": true},
+		"namespace": map[string]any{"name": "cnf-net"},
+		"nodeLabel": map[string]any{"key": "example.com/memif", "value": "on"},
+		"dra":       map[string]any{"enabled": true},
 		"metrics": map[string]any{
 			"auth":           false,
 			"readers":        []any{map[string]any{"name": "prometheus-k8s", "namespace": "monitoring"}},
