@@ -5,6 +5,8 @@
 #                                    from github.com/containerd/containerd/v2 $CONTAINERD_VERSION
 #   hack/build-tools.sh multus       the Multus thin CNI plugin (`multus`) from
 #                                    gopkg.in/k8snetworkplumbingwg/multus-cni.v4 $MULTUS_VERSION
+#   hack/build-tools.sh helm         the helm CLI from helm.sh/helm/v4 $HELM_VERSION (the chart's
+#                                    tests and tier 3 render, lint and install charts/memifnet)
 #
 # Each is built in a scratch module that requires only that module, so module selection is the
 # module's own (neither has replace directives). Multus's module zip carries vendor/modules.txt
@@ -18,6 +20,7 @@ set -euo pipefail
 
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 MULTUS_VERSION=${MULTUS_VERSION:-v4.2.2}
+HELM_VERSION=${HELM_VERSION:-v4.3.2}
 TOOLS_CACHE=${TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/memifnet/tools-build}
 
 what=${1:-}
@@ -38,8 +41,16 @@ multus)
 	ldflags="-s -w -X $module/pkg/multus.version=$version"
 	check=(multus --version)
 	;;
+helm)
+	module=helm.sh/helm/v4
+	version=$HELM_VERSION
+	pkgs=(cmd/helm)
+	tags=""
+	ldflags="-s -w -X $module/internal/version.version=$version"
+	check=(helm version --short)
+	;;
 *)
-	echo "usage: $0 containerd|multus" >&2
+	echo "usage: $0 containerd|multus|helm" >&2
 	exit 2
 	;;
 esac

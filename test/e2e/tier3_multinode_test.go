@@ -73,6 +73,7 @@ func TestTier3MultiNode(t *testing.T) {
 		{"Links", x.mnLinks},
 		{"Rates", x.mnRates},
 		{"Relabel", x.mnRelabel},
+		{"Helm", x.mnHelm},
 	} {
 		if !t.Run(st.name, func(t *testing.T) { st.fn(ctx, t, nodes) }) {
 			t.FailNow()
