@@ -58,8 +58,14 @@ func helm(t *testing.T, args ...string) (string, error) {
 	home := t.TempDir()
 	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home+"/config", "HELM_CACHE_HOME="+home+"/cache",
 		"HELM_DATA_HOME="+home+"/data", "KUBECONFIG="+home+"/none")
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	// stdout only: helm logs notes on stderr (a symlinked file in the chart, at INFO).
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out) + stderr.String(), err
+	}
+	return string(out), nil
 }
 
 // renderChart is `helm template` of the chart with values (a values file), one YAML per object.
