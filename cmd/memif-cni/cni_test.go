@@ -214,6 +214,23 @@ func TestNoPortsPassesThrough(t *testing.T) {
 	n.assertClean()
 }
 
+// TestDelMakesNoState: a DEL with no attachment on record (a pod without ports; chained, the DEL
+// of a pod torn down while memifnet is uninstalled, which the agent's clean-up may precede) makes
+// no state directory: the node stays as the uninstall left it. Tier 3 saw state/attachments come
+// back after `kubectl delete -k`.
+func TestDelMakesNoState(t *testing.T) {
+	n := newNode(t, 1)
+	p := n.newPod("", "slot-000")
+	n.mustDel(p)
+	if err := n.delBare(p); err != nil {
+		t.Fatalf("second DEL: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(n.stateDir, "state")); !os.IsNotExist(err) {
+		t.Fatalf("DEL made memif-cni's state dir (%v)", err)
+	}
+	n.assertClean()
+}
+
 func TestBadInputErrors(t *testing.T) {
 	n := newNode(t, 2)
 	for _, tc := range []struct {

@@ -31,6 +31,11 @@ func Del(args *skel.CmdArgs) error {
 
 // del undoes the attachment key and removes its record, under the attachment's lock.
 func (e env) del(key string) error {
+	// A pod without memif ports, or one torn down while memifnet was being uninstalled (chained,
+	// a DEL that began before the conflist lost memif-cni runs after the agent cleaned up).
+	if recorded, err := e.st.AnyAttachments(); err != nil || !recorded {
+		return err
+	}
 	lk, err := e.st.LockAttachment(key)
 	if err != nil {
 		return err

@@ -33,6 +33,20 @@ func (s Store) attachmentPath(key string) string {
 	return filepath.Join(s.Dir, cniattach.Subdir, key+".json")
 }
 
+// AnyAttachments reports whether the attachments directory exists. Without it no ADD left a
+// record on this node, so a DEL has nothing to undo and must not make the directory (for its
+// lock file) on a node an uninstall has just cleaned.
+func (s Store) AnyAttachments() (bool, error) {
+	_, err := os.Lstat(filepath.Join(s.Dir, cniattach.Subdir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("attachments: %w", err)
+	}
+	return true, nil
+}
+
 // LockAttachment serialises ADD, DEL and GC of one attachment.
 func (s Store) LockAttachment(key string) (*Lock, error) {
 	return lock(filepath.Join(s.Dir, cniattach.Subdir, key+".lock"))
