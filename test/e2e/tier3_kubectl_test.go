@@ -242,12 +242,19 @@ func (x *tier3) waitPod(ctx context.Context, t *testing.T, name, what string, co
 	}
 }
 
-// waitEvent waits for an Event about the pod with the reason and a message holding text.
+// waitEvent waits for an Event about the pod (in kcNamespace) with the reason and a message
+// holding text.
 func (x *tier3) waitEvent(ctx context.Context, t *testing.T, pod, reason, text string) {
+	t.Helper()
+	x.waitEventIn(ctx, t, kcNamespace, pod, reason, text)
+}
+
+// waitEventIn is waitEvent in namespace ns.
+func (x *tier3) waitEventIn(ctx context.Context, t *testing.T, ns, pod, reason, text string) {
 	t.Helper()
 	var seen []string
 	if err := node.Poll(ctx, 2*time.Minute, pod+" Event "+reason, func() (bool, error) {
-		evs, err := x.cs.CoreV1().Events(kcNamespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+		evs, err := x.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
 		if err != nil {
 			return false, err
 		}

@@ -73,6 +73,8 @@ func TestTier3MultiNode(t *testing.T) {
 		{"Links", x.mnLinks},
 		{"Rates", x.mnRates},
 		{"Relabel", x.mnRelabel},
+		{"Full", x.mnFull},
+		{"Drain", x.mnDrain},
 		{"Helm", x.mnHelm},
 	} {
 		if !t.Run(st.name, func(t *testing.T) { st.fn(ctx, t, nodes) }) {
@@ -199,50 +201,58 @@ func (x *tier3) mnRates(ctx context.Context, t *testing.T, nodes []cluster.NodeS
 }
 
 // mnNoLeftovers waits until node n, seen from inside it, keeps no pod's attachment (its own
-// slots and pools may stay) or, with all, nothing of memifnet: no memifnet mount under the state
-// dir, no file in it.
+// slots and pools may stay) or, with all, nothing of memifnet (mnLeftovers).
 func (x *tier3) mnNoLeftovers(ctx context.Context, t *testing.T, n cluster.NodeSpec, all bool) {
 	t.Helper()
-	root, mountinfo, err := x.c.NodeView(n.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	state := filepath.Join(root, t3StateDir)
 	var left []string
-	err = node.Poll(ctx, 90*time.Second, "node "+n.Name+" clean", func() (bool, error) {
+	err := node.Poll(ctx, 90*time.Second, "node "+n.Name+" clean", func() (bool, error) {
 		var err error
-		// /var/run is a link to /run, which a path through /proc/<pid>/root would take on the
-		// machine's root.
-		devinfo := filepath.Join(root, strings.Replace(t3DevInfoDir, "/var/run/", "/run/", 1))
-		if left, err = node.LeftoversIn(state, devinfo); err != nil {
-			return false, err
-		}
-		f, err := os.Open(mountinfo)
-		if err != nil {
-			return false, err
-		}
-		defer f.Close()
-		ms, err := safefs.ParseMountinfo(f)
-		if err != nil {
-			return false, err
-		}
-		for _, m := range visibleUnder(ms, t3StateDir) {
-			if names.IsMemifnetMount(m.FSType, m.Source) && (all || m.Source == names.LinkMountSource) {
-				left = append(left, "mount "+m.Point+" "+m.Source)
-			}
-		}
-		if all {
-			ents, _ := os.ReadDir(state)
-			for _, e := range ents {
-				left = append(left, "entry "+filepath.Join(t3StateDir, e.Name()))
-			}
-		}
-		return len(left) == 0, nil
+		left, err = x.mnLeftovers(n, all)
+		return len(left) == 0, err
 	})
 	if err != nil {
 		sort.Strings(left)
 		t.Errorf("node %s keeps:\n  %s", n.Name, strings.Join(left, "\n  "))
 	}
+}
+
+// mnLeftovers is what node n, seen from inside it, keeps of pods' attachments (a port file, a
+// link mount, a store or device-info entry) or, with all, of memifnet: any memifnet mount under
+// the state dir, any file in it.
+func (x *tier3) mnLeftovers(n cluster.NodeSpec, all bool) ([]string, error) {
+	root, mountinfo, err := x.c.NodeView(n.Index)
+	if err != nil {
+		return nil, err
+	}
+	state := filepath.Join(root, t3StateDir)
+	// /var/run is a link to /run, which a path through /proc/<pid>/root would take on the
+	// machine's root.
+	devinfo := filepath.Join(root, strings.Replace(t3DevInfoDir, "/var/run/", "/run/", 1))
+	left, err := node.LeftoversIn(state, devinfo)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ms, err := safefs.ParseMountinfo(f)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range visibleUnder(ms, t3StateDir) {
+		if names.IsMemifnetMount(m.FSType, m.Source) && (all || m.Source == names.LinkMountSource) {
+			left = append(left, "mount "+m.Point+" "+m.Source)
+		}
+	}
+	if all {
+		ents, _ := os.ReadDir(state)
+		for _, e := range ents {
+			left = append(left, "entry "+filepath.Join(t3StateDir, e.Name()))
+		}
+	}
+	return left, nil
 }
 
 // mnRelabel: taking node 2's memifnet.io/node label away drains memifnet from it (its agent

@@ -182,7 +182,12 @@ func scheduling(pod *corev1.Pod, links []string) []Finding {
 		return []Finding{{Reason: ReasonUnschedulable, Message: "pod is not scheduled yet (the scheduler has not reported on it)"}}
 	}
 	var out []Finding
+	// A link pod held by its peer's node: the only node it may use is that one, so a shortage the
+	// scheduler reports elsewhere says nothing and "no node has a free slot" would mislead (node
+	// 1 may have room); PeerAffinity and the webhook's LinkPeerNodeFull say why.
+	peerBound := strings.Contains(msg, "didn't match pod affinity rules") && len(links) > 0
 	switch {
+	case peerBound:
 	case strings.Contains(msg, "Insufficient "+names.SocketResource):
 		out = append(out, Finding{ReasonNoSlot, fmt.Sprintf("no node has a free %s slot for this pod: the scheduler says %q", names.SocketResource, msg), nil})
 	case strings.Contains(msg, "Insufficient "+names.ResourcePrefix):
@@ -190,7 +195,7 @@ func scheduling(pod *corev1.Pod, links []string) []Finding {
 	case strings.Contains(msg, "cannot allocate all claims") || strings.Contains(msg, "resourceclaim"):
 		out = append(out, Finding{ReasonNoDevice, fmt.Sprintf("no node has the memifnet devices the pod's claims ask for: the scheduler says %q", msg), nil})
 	}
-	if strings.Contains(msg, "didn't match pod affinity rules") && len(links) > 0 {
+	if peerBound {
 		out = append(out, Finding{ReasonPeerAffinity, fmt.Sprintf("the pod must run on its link peer's node (the webhook's pod affinity on %s%s) and cannot: the scheduler says %q",
 			names.LinkLabelPrefix, links[0], msg), nil})
 	}

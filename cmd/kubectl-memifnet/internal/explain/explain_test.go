@@ -88,7 +88,7 @@ func TestExplain(t *testing.T) {
 			"LinkConflict,CNIRefused", "2 other pods name this link (a, b)"},
 		{"webhook event", Input{Pod: &cAffinity, Pods: []corev1.Pod{a, cAffinity}, Events: []corev1.Event{
 			event(&cAffinity, EventLinkPeerNodeFull, nodeFullEv, 5), event(&cAffinity, EventLinkPeerNodeFull, nodeFullEv, 9)}},
-			"NoSlot,PeerAffinity,LinkPeerNodeFull", "Insufficient"},
+			"PeerAffinity,LinkPeerNodeFull", "must run on its link peer's node"},
 		{"split nodes", Input{Pod: &b, Pods: []corev1.Pod{aFar, b}}, "SplitNodes", "peer pod a runs on node n2, this pod on n1"},
 		{"wired, state unknown", Input{Pod: &a, Pods: []corev1.Pod{a, b}, MetricsErr: errors.New("no per-port metrics")}, "Wired,StateUnknown", "node n1 with its port(s) east wired"},
 		{"up", Input{Pod: &a, Pods: []corev1.Pod{a, b}, Metrics: up}, "Wired,LinkUp", ""},

@@ -36,7 +36,8 @@ type PeerFunc func(ctx context.Context, ns string, links []string) ([]podpolicy.
 
 // Handler serves both endpoints.
 type Handler struct {
-	// Peers is asked only for pods with two or more links (a single link cannot be split).
+	// Peers is asked for every pod with a link: its peers on two nodes refuse a pod of two links,
+	// and a link whose only placed pods are terminating refuses any (podpolicy.Mutate).
 	Peers PeerFunc
 	Log   *slog.Logger
 }
@@ -132,7 +133,7 @@ func (h *Handler) mutate(ctx context.Context, req *admissionv1.AdmissionRequest)
 	var peers []podpolicy.Peer
 	if ps, ok, err := podpolicy.Ports(pod); err != nil {
 		return h.deny(req, err)
-	} else if links := podpolicy.Links(ps); ok && len(links) > 1 {
+	} else if links := podpolicy.Links(ps); ok && len(links) > 0 {
 		if peers, err = h.Peers(ctx, req.Namespace, links); err != nil {
 			return h.deny(req, fmt.Errorf("looking up the pods of links %v: %w", links, err))
 		}

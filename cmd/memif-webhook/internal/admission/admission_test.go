@@ -122,6 +122,24 @@ func TestMutateLinksOnTwoNodes(t *testing.T) {
 	}
 }
 
+// A drain evicted both pods of a one-link pair: the replacement of one is refused while the
+// other (or its own predecessor) is terminating on the node, admitted once a live pod of the
+// link runs or none is left.
+func TestMutateLinkLeaving(t *testing.T) {
+	gone := metav1.Now()
+	leaving := placed("old-b", "n2", corev1.PodRunning, "l1")
+	leaving.DeletionTimestamp, leaving.Finalizers = &gone, []string{"test/keep"} // the fake clientset keeps it
+	s := server(t, leaving)
+	resp := review(t, s, MutatePath, admissionv1.Create, annotated("new-a", "x@l1", nil), nil)
+	if resp.Allowed || !strings.Contains(resp.Result.Message, "link l1's pod ns/old-b is terminating on node n2 and no other pod of the link runs") {
+		t.Fatalf("%+v", resp.Result)
+	}
+	s = server(t, leaving, placed("b", "n2", corev1.PodRunning, "l1"))
+	if resp := review(t, s, MutatePath, admissionv1.Create, annotated("new-a", "x@l1", nil), nil); !resp.Allowed {
+		t.Fatalf("%+v", resp.Result)
+	}
+}
+
 func TestValidateEndpoint(t *testing.T) {
 	s := server(t)
 	forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "f", Namespace: "ns", Labels: map[string]string{"link.memifnet.io/l1": "x"}}}

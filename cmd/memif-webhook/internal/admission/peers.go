@@ -25,7 +25,7 @@ func APIPeers(cs kubernetes.Interface) PeerFunc {
 				if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 					continue
 				}
-				out = append(out, podpolicy.Peer{Link: l, Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName})
+				out = append(out, podpolicy.Peer{Link: l, Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Terminating: p.DeletionTimestamp != nil})
 			}
 		}
 		return out, nil

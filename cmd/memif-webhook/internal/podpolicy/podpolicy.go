@@ -28,9 +28,11 @@ import (
 // HostnameKey is the topology key of the link affinity: one node.
 const HostnameKey = "kubernetes.io/hostname"
 
-// Peer is an existing pod of a link, placed on a node.
+// Peer is an existing pod of a link, placed on a node (Node) or not yet; Terminating: deleted,
+// not gone yet.
 type Peer struct {
 	Link, Namespace, Name, Node string
+	Terminating                 bool
 }
 
 // Op is one JSON patch (RFC 6902) operation.
@@ -92,8 +94,9 @@ func Links(ps []ports.Port) []string {
 // Mutate returns the patch that makes an annotated pod schedulable as its annotation says: the
 // socket limit (one slot per port) where the pod set none, one label per link and a required pod
 // affinity to each link's pods on the hostname topology. It refuses a socket limit below the
-// annotation's ports, link labels the annotation does not name, and links whose peers already run
-// on different nodes; pool limits it leaves as they are. A pod without the annotation gets no
+// annotation's ports, link labels the annotation does not name, links whose peers already run
+// on different nodes, and links whose only placed pods are terminating; pool limits it leaves as
+// they are. A pod without the annotation gets no
 // patch. peers are the existing pods of the pod's links (any order; the pod itself excluded).
 func Mutate(pod *corev1.Pod, peers []Peer) ([]Op, error) {
 	ps, ok, err := Ports(pod)
@@ -104,6 +107,9 @@ func Mutate(pod *corev1.Pod, peers []Peer) ([]Op, error) {
 		return nil, err
 	}
 	if err := checkPeers(ps, peers); err != nil {
+		return nil, err
+	}
+	if err := checkLeaving(ps, peers); err != nil {
 		return nil, err
 	}
 	if len(pod.Spec.Containers) == 0 {

@@ -303,6 +303,11 @@ func TestRefusals(t *testing.T) {
 		{name: "peers on two nodes", pod: pod(`a@l1,b@l2`, nil),
 			peers: []Peer{{Link: "l2", Namespace: "ns", Name: "q", Node: "n2"}, {Link: "l1", Namespace: "ns", Name: "p", Node: "n1"}, {Link: "l1", Namespace: "ns", Name: "unplaced"}},
 			want:  `link l1's pod ns/p runs on node n1 and link l2's pod ns/q on node n2`},
+		// A drain: the link's pods are evicted together; the replacement of one would be tied to
+		// the node the other is leaving.
+		{name: "link's only placed pods terminating", pod: pod(`a@l1`, nil),
+			peers: []Peer{{Link: "l1", Namespace: "ns", Name: "old-b", Node: "n2", Terminating: true}, {Link: "l1", Namespace: "ns", Name: "old-a", Node: "n2", Terminating: true}},
+			want:  `metadata.annotations[memifnet.io/ports]: link l1's pod ns/old-a is terminating on node n2 and no other pod of the link runs`},
 		{name: "no containers", pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{names.PortsAnnotation: "a"}}},
 			want: `spec.containers: empty`},
 	} {
@@ -325,6 +330,20 @@ func TestPeersOnOneNode(t *testing.T) {
 	peers := []Peer{{Link: "l1", Name: "p", Node: "n1"}, {Link: "l2", Name: "q", Node: "n1"}, {Link: "other", Name: "r", Node: "n2"}}
 	if _, err := Mutate(p, peers); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A terminating pod next to a live one of the same link (one end replaced), or an unplaced one
+// (nothing ties the new pod to a node), does not refuse the pod.
+func TestTerminatingPeerWithLiveOne(t *testing.T) {
+	for _, peers := range [][]Peer{
+		{{Link: "l1", Name: "old", Node: "n1", Terminating: true}, {Link: "l1", Name: "live", Node: "n1"}},
+		{{Link: "l1", Name: "unplaced", Terminating: true}},
+		{{Link: "other", Name: "r", Node: "n2", Terminating: true}},
+	} {
+		if _, err := Mutate(pod(`a@l1`, nil), peers); err != nil {
+			t.Errorf("peers %+v: %v", peers, err)
+		}
 	}
 }
 
