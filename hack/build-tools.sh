@@ -38,8 +38,16 @@ multus)
 	ldflags="-s -w -X $module/pkg/multus.version=$version"
 	check=(multus --version)
 	;;
+multus-thick)
+	module=gopkg.in/k8snetworkplumbingwg/multus-cni.v4
+	version=$MULTUS_VERSION
+	pkgs=(cmd/multus-daemon cmd/multus-shim cmd/install_multus cmd/passthru-cni)
+	tags=""
+	ldflags="-s -w -X $module/pkg/multus.version=$version"
+	check=(multus-shim --version)
+	;;
 *)
-	echo "usage: $0 containerd|multus" >&2
+	echo "usage: $0 containerd|multus|multus-thick" >&2
 	exit 2
 	;;
 esac
@@ -65,7 +73,7 @@ if [[ ! -f .tidy-done ]]; then
 		exit 1
 	fi
 	{
-		echo "module ${what}build"
+		echo "module ${what//-/}build"
 		echo
 		grep -m1 '^go ' "$gomod"
 		echo
@@ -74,7 +82,7 @@ if [[ ! -f .tidy-done ]]; then
 	{
 		echo "//go:build tools"
 		echo
-		echo "package ${what}build"
+		echo "package ${what//-/}build"
 		echo
 		for p in "${pkgs[@]}"; do echo "import _ \"$module/$p\""; done
 	} >tools.go

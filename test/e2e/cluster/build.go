@@ -21,8 +21,8 @@ const (
 )
 
 // Build builds what a cluster runs, or reuses what is built: the Kubernetes multi-call binary
-// (hack/build-kube.sh), containerd v2 and the Multus thin plugin (hack/build-tools.sh), and the
-// memifnet image (`make image`). The two module builds run side by side (one links while the
+// (hack/build-kube.sh), containerd v2 and Multus's thin plugin and thick daemon and shim
+// (hack/build-tools.sh), and the memifnet image (`make image`). The two module builds run side by side (one links while the
 // other compiles); their progress goes to progress.
 func Build(ctx context.Context, repo string, progress io.Writer) (Inputs, error) {
 	var (
@@ -47,6 +47,7 @@ func Build(ctx context.Context, repo string, progress io.Writer) (Inputs, error)
 		defer wg.Done()
 		script(&in.ContainerdDir, "hack/build-tools.sh", "containerd")
 		script(&in.MultusDir, "hack/build-tools.sh", "multus")
+		script(&in.MultusThickDir, "hack/build-tools.sh", "multus-thick")
 	}()
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
