@@ -5,6 +5,9 @@
 #                                    from github.com/containerd/containerd/v2 $CONTAINERD_VERSION
 #   hack/build-tools.sh multus       the Multus thin CNI plugin (`multus`) from
 #                                    gopkg.in/k8snetworkplumbingwg/multus-cni.v4 $MULTUS_VERSION
+#   hack/build-tools.sh multus-thick the Multus thick plugin from the same module and version: its
+#                                    daemon (`multus-daemon`), the node's CNI shim (`multus-shim`),
+#                                    its installer (`install_multus`) and `passthru-cni`
 #
 # Each is built in a scratch module that requires only that module, so module selection is the
 # module's own (neither has replace directives). Multus's module zip carries vendor/modules.txt
