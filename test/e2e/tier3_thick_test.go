@@ -88,6 +88,9 @@ func TestTier3MultusThick(t *testing.T) {
 // configuration in front of the node's primary network; the overlay's NetworkAttachmentDefinition is
 // copied into the application namespace.
 func (x *tier3) thickInstall(ctx context.Context, t *testing.T) {
+	if err := x.c.InstallNADCRD(ctx); err != nil {
+		t.Fatal(err)
+	}
 	x.kubectl(ctx, t, "apply", "-k", "manifests/overlays/multus/")
 	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
 	x.webhookReady(ctx, t)

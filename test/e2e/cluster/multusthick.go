@@ -63,6 +63,15 @@ func (c *Cluster) InstallMultusThick(ctx context.Context, o ThickOptions) error 
 			return err
 		}
 	}
+	if err := c.InstallNADCRD(ctx); err != nil {
+		return err
+	}
+	return c.ConfigureMultusThick(ctx, o)
+}
+
+// InstallNADCRD installs the NetworkAttachmentDefinition CRD (as Multus's deployment does) and
+// waits until it is established.
+func (c *Cluster) InstallNADCRD(ctx context.Context) error {
 	if err := c.kubectlManifest(ctx, "apply", "crd.yaml"); err != nil {
 		return err
 	}
@@ -70,7 +79,7 @@ func (c *Cluster) InstallMultusThick(ctx context.Context, o ThickOptions) error 
 		"crd/network-attachment-definitions.k8s.cni.cncf.io").CombinedOutput(); err != nil {
 		return fmt.Errorf("NetworkAttachmentDefinition CRD not established: %v: %s", err, out)
 	}
-	return c.ConfigureMultusThick(ctx, o)
+	return nil
 }
 
 // ConfigureMultusThick applies the daemon's DaemonSet with o, waits for its rollout and for its
