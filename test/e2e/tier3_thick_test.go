@@ -62,6 +62,13 @@ func TestTier3MultusThick(t *testing.T) {
 	// runs their DEL.
 	t.Cleanup(func() {
 		ctx := context.Background()
+		if t.Failed() { // before the namespace and the daemon go
+			for _, args := range [][]string{{"get", "pods", "-A", "-o", "wide"}, {"get", "events", "-n", thickNS},
+				{"describe", "pods", "-n", thickNS}, {"logs", "-n", "kube-system", "ds/multus-thick", "--tail=60"}} {
+				out, _ := c.KubectlCmd(ctx, args...).CombinedOutput()
+				t.Logf("--- kubectl %s:\n%s", strings.Join(args, " "), out)
+			}
+		}
 		if out, err := c.KubectlCmd(ctx, "delete", "namespace", thickNS, "--ignore-not-found", "--wait=true").CombinedOutput(); err != nil {
 			t.Errorf("deleting namespace %s: %v\n%s", thickNS, err, out)
 		}

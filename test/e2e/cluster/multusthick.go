@@ -126,7 +126,8 @@ func (c *Cluster) applyThick(ctx context.Context, verb string, o ThickOptions, e
 	}
 	y := strings.NewReplacer("{{CNI_CONF_DIR}}", CNIConfDir, "{{CNI_BIN_DIR}}", CNIBinDir,
 		"{{IMAGE}}", MultusThickImage, "{{NAMESPACE_ISOLATION}}", strconv.FormatBool(o.NamespaceIsolation),
-		"{{STATE_MOUNT}}", state).Replace(string(b))
+		"{{STATE_MOUNT}}", state,
+		"{{NETNS_DIR}}", c.Path("containerd", "state", "io.containerd.grpc.v1.cri", "netns")).Replace(string(b))
 	cmd := c.KubectlCmd(ctx, append([]string{verb, "-f", "-"}, extra...)...)
 	cmd.Stdin = strings.NewReader(y)
 	if out, err := cmd.CombinedOutput(); err != nil {
