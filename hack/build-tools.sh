@@ -7,6 +7,9 @@
 #                                    gopkg.in/k8snetworkplumbingwg/multus-cni.v4 $MULTUS_VERSION
 #   hack/build-tools.sh helm         the helm CLI from helm.sh/helm/v4 $HELM_VERSION (the chart's
 #                                    tests and tier 3 render, lint and install charts/memifnet)
+#   hack/build-tools.sh multus-thick the Multus thick plugin from the same module and version: its
+#                                    daemon (`multus-daemon`), the node's CNI shim (`multus-shim`),
+#                                    its installer (`install_multus`) and `passthru-cni`
 #
 # Each is built in a scratch module that requires only that module, so module selection is the
 # module's own (neither has replace directives). Multus's module zip carries vendor/modules.txt
@@ -49,8 +52,16 @@ helm)
 	ldflags="-s -w -X $module/internal/version.version=$version"
 	check=(helm version --short)
 	;;
+multus-thick)
+	module=gopkg.in/k8snetworkplumbingwg/multus-cni.v4
+	version=$MULTUS_VERSION
+	pkgs=(cmd/multus-daemon cmd/multus-shim cmd/install_multus cmd/passthru-cni)
+	tags=""
+	ldflags="-s -w -X $module/pkg/multus.version=$version"
+	check=(multus-shim --version)
+	;;
 *)
-	echo "usage: $0 containerd|multus|helm" >&2
+	echo "usage: $0 containerd|multus|multus-thick|helm" >&2
 	exit 2
 	;;
 esac
@@ -76,7 +87,7 @@ if [[ ! -f .tidy-done ]]; then
 		exit 1
 	fi
 	{
-		echo "module ${what}build"
+		echo "module ${what//-/}build"
 		echo
 		grep -m1 '^go ' "$gomod"
 		echo
@@ -85,7 +96,7 @@ if [[ ! -f .tidy-done ]]; then
 	{
 		echo "//go:build tools"
 		echo
-		echo "package ${what}build"
+		echo "package ${what//-/}build"
 		echo
 		for p in "${pkgs[@]}"; do echo "import _ \"$module/$p\""; done
 	} >tools.go

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // MountEntry is one line of /proc/<pid>/mountinfo (proc(5)). The node agents never decide
@@ -131,4 +133,26 @@ func unescapeOctal(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// Mount is the mountinfo entry (of this process's mount namespace) of the mount d was reached
+// through: the one its reusable mount id names, the id mountinfo shows.
+func (d *Dir) Mount() (MountEntry, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(d.fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &stx); err != nil {
+		return MountEntry{}, fmt.Errorf("safefs: statx %s: %w", d.Path(), err)
+	}
+	if stx.Mask&unix.STATX_MNT_ID == 0 {
+		return MountEntry{}, fmt.Errorf("safefs: statx %s: the kernel reports no mount id", d.Path())
+	}
+	ms, err := ReadMountinfo()
+	if err != nil {
+		return MountEntry{}, err
+	}
+	for _, m := range ms {
+		if uint64(m.ID) == stx.Mnt_id {
+			return m, nil
+		}
+	}
+	return MountEntry{}, fmt.Errorf("safefs: %s: mount %d is not in /proc/self/mountinfo", d.Path(), stx.Mnt_id)
 }

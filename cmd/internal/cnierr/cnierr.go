@@ -48,6 +48,7 @@ var (
 	InvalidSlotID    = kind(CodeIO, "invalid slot ID")
 	UndoEarlierAdd   = kind(CodeIO, "undo earlier ADD")
 	SlotDirMissing   = kind(CodeIO, "slot directory missing")
+	MountsStayHere   = kind(CodeIO, "link mounts would not reach the pod")
 	GC               = kind(CodeIO, "GC")
 	DelFailed        = kind(CodeIO, "DEL failed")
 	IPAMNotFound     = kind(CodeInvalidConfig, "IPAM plugin not found")

@@ -28,7 +28,7 @@ func TestCatalogue(t *testing.T) {
 			t.Errorf("ByMsg(%q) = %v, %v", k.Msg, got, ok)
 		}
 	}
-	if len(All) != 19 || All[0] != InvalidConfig || All[18] != CheckFailed {
+	if len(All) != 20 || All[0] != InvalidConfig || All[19] != CheckFailed {
 		t.Errorf("All: %v", All)
 	}
 }

@@ -21,9 +21,9 @@ const (
 )
 
 // Build builds what a cluster runs, or reuses what is built: the Kubernetes multi-call binary
-// (hack/build-kube.sh), containerd v2, the Multus thin plugin and the helm CLI
-// (hack/build-tools.sh), and the memifnet image (`make image`). The two module builds run side by side (one links while the
-// other compiles); their progress goes to progress.
+// (hack/build-kube.sh); containerd v2, Multus's thin plugin, its thick daemon and shim, and the
+// helm CLI (hack/build-tools.sh); and the memifnet image (`make image`). The two module builds
+// run side by side (one links while the other compiles); their progress goes to progress.
 func Build(ctx context.Context, repo string, progress io.Writer) (Inputs, error) {
 	var (
 		in   Inputs
@@ -47,6 +47,7 @@ func Build(ctx context.Context, repo string, progress io.Writer) (Inputs, error)
 		defer wg.Done()
 		script(&in.ContainerdDir, "hack/build-tools.sh", "containerd")
 		script(&in.MultusDir, "hack/build-tools.sh", "multus")
+		script(&in.MultusThickDir, "hack/build-tools.sh", "multus-thick")
 		// Built here for the others that use it (manifests' chart tests, tier 3's Helm step,
 		// both through the same script): `make test` runs this build before the unit tests.
 		var helmDir string

@@ -70,9 +70,12 @@ type Inputs struct {
 	KubeDir       string `json:"kubeDir"`       // hack/build-kube.sh: kube-apiserver, kubelet, kubectl, etcd, ...
 	ContainerdDir string `json:"containerdDir"` // hack/build-tools.sh containerd
 	MultusDir     string `json:"multusDir"`     // hack/build-tools.sh multus
-	Image         string `json:"image"`         // `make image` tarball
-	PauseImage    string `json:"pauseImage"`    // `make image`'s pause image tarball: the sandbox image
-	DPDKImage     string `json:"dpdkImage"`     // `make image-dpdk`'s tarball, if built (imported as tagged)
+	// MultusThickDir: hack/build-tools.sh multus-thick (multus-daemon, multus-shim, install_multus,
+	// passthru-cni).
+	MultusThickDir string `json:"multusThickDir"`
+	Image          string `json:"image"`      // `make image` tarball
+	PauseImage     string `json:"pauseImage"` // `make image`'s pause image tarball: the sandbox image
+	DPDKImage      string `json:"dpdkImage"`  // `make image-dpdk`'s tarball, if built (imported as tagged)
 }
 
 // State is <base>/state.json.

@@ -19,7 +19,7 @@ const MultusConf = CNIConfDir + "/00-multus.conf"
 
 const multusKubeconfigDir = CNIConfDir + "/multus.d"
 
-//go:embed multus/crd.yaml multus/rbac.yaml
+//go:embed multus/crd.yaml multus/rbac.yaml multus/thick.yaml
 var multusManifests embed.FS
 
 // InstallMultus installs the Multus thin plugin on the node the way its own installer would

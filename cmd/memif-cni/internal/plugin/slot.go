@@ -40,6 +40,27 @@ func openSlot(conf *config.NetConf, slot string) (*safefs.Dir, error) {
 	return slotwire.OpenSlot(conf.SlotsDir(), slot)
 }
 
+// mountsReachPod refuses a slot whose mount, as memif-cni sees it, is a slave that is not
+// shared: memif-cni then runs in a mount namespace of its own that receives the node's mounts
+// but sends none back (the Multus thick daemon's, whose view of the host is HostToContainer), and
+// the link it would mount on <slot>/link would stay there: ADD would succeed and the pod's port
+// never come up. A shared slot mount (the node agent's Bidirectional state dir, seen from the
+// node or from a daemon that mounts it Bidirectional too) or a private one (memif-cni in the
+// namespace where the slot was mounted) is fine.
+func mountsReachPod(slot *safefs.Dir) error {
+	m, err := slot.Mount()
+	if err != nil {
+		return err
+	}
+	if m.Propagation() != "slave" {
+		return nil
+	}
+	return fmt.Errorf("its mount here (%s, %s) is a slave mount that is not shared: a link mounted "+
+		"on it would stay in memif-cni's mount namespace and never reach the pod. memif-cni runs inside "+
+		"another program's mount namespace (the Multus thick daemon's?): mount the memifnet state dir "+
+		"into it with mountPropagation: Bidirectional (docs/install.md, \"Multus thick\")", m.Point, strings.Join(m.Optional, " "))
+}
+
 // bindLink mounts the link's directory on <slot>/link (cmd/internal/slotwire).
 func bindLink(slot *safefs.Dir, dirs linkdir.Dirs, ln state.Link) error {
 	return slotwire.BindLink(slot, dirs, ln.Namespace, ln.Name, ln.Mount)

@@ -90,6 +90,9 @@ func (a *attachment) claimSlot(p *state.Port) (*safefs.Dir, error) {
 // mounts the link's directory on <slot>/link, where the server's socket is.
 func (a *attachment) joinLink(slot *safefs.Dir, i int, r ports.Port, spec *portspec.PortSpec) error {
 	p := &a.rec.Ports[i]
+	if err := mountsReachPod(slot); err != nil {
+		return cniErr(cnierr.MountsStayHere, "slot %s of pod %s/%s: %v", p.Slot, a.rec.Namespace, a.rec.Pod, err)
+	}
 	dirs := linkDirs(a.conf)
 	ln, role, err := a.st.Join(a.rec.Namespace, r.Link, dirs, state.JoinRequest{
 		Key: a.key(), Pod: a.rec.Pod, Port: r.Name, Role: r.Role, ID: r.ID, Mode: r.Mode,
