@@ -9,8 +9,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -96,7 +99,7 @@ func writeSBOM(c config, b *builds, out string) error {
 		SPDXVersion: "SPDX-2.3", DataLicense: "CC0-1.0", SPDXID: "SPDXRef-DOCUMENT",
 		Name:              "memifnet-" + c.Version,
 		DocumentNamespace: "https://github.com/memifnet/memifnet/releases/" + c.Version + "/" + sbomFile,
-		CreationInfo:      spdxCreation{Created: created(vcsTime), Creators: []string{"Tool: memifnet-hack-release-" + c.Version}},
+		CreationInfo:      spdxCreation{Created: created(c.Root, vcsTime), Creators: []string{"Tool: memifnet-hack-release-" + c.Version}},
 	}
 	root := addPackage(&doc, mainModule, c.Version, "https://github.com/memifnet/memifnet")
 	doc.Relationships = append(doc.Relationships, spdxRelationship{"SPDXRef-DOCUMENT", "DESCRIBES", root})
@@ -135,11 +138,22 @@ func addPackage(doc *spdxDoc, path, version, download string) string {
 	return id
 }
 
-// created is the SBOM's creation time: the commit's time when the build recorded it (so two
-// releases of one commit write the same SBOM), else now.
-func created(vcsTime string) string {
+// created is the SBOM's creation time, the same for two releases of one commit: the commit
+// time the build recorded, else SOURCE_DATE_EPOCH, else HEAD's commit time (go build records no
+// VCS information in some checkouts, e.g. git worktrees), else now.
+func created(root, vcsTime string) string {
 	if t, err := time.Parse(time.RFC3339, vcsTime); err == nil {
 		return t.UTC().Format(time.RFC3339)
+	}
+	if sec, err := strconv.ParseInt(os.Getenv("SOURCE_DATE_EPOCH"), 10, 64); err == nil {
+		return time.Unix(sec, 0).UTC().Format(time.RFC3339)
+	}
+	cmd := exec.Command("git", "log", "-1", "--format=%ct", "HEAD")
+	cmd.Dir = root
+	if out, err := cmd.Output(); err == nil {
+		if sec, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); err == nil {
+			return time.Unix(sec, 0).UTC().Format(time.RFC3339)
+		}
 	}
 	return time.Now().UTC().Format(time.RFC3339)
 }
