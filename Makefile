@@ -5,7 +5,7 @@ PKGS     ?= ./...
 # Each fuzz target runs this long in `make fuzz`.
 FUZZTIME ?= 30s
 
-.PHONY: all build test test-unit test-root lint fuzz bench bench-compare clean
+.PHONY: all build test test-unit test-root lint fuzz bench bench-compare release clean
 
 all: build
 
@@ -44,8 +44,17 @@ bench:
 bench-compare:
 	hack/bench.sh
 
+# A versioned release into dist/$(VERSION)/ (hack/release; docs/release.md): the linux/amd64 +
+# linux/arm64 image as an OCI archive, one install YAML per overlay pinned to the image digest,
+# kubectl-memifnet per platform with a Krew manifest, an SPDX SBOM, SHA256SUMS.
+# make release VERSION=v0.1.0 [REGISTRY=ghcr.io/memifnet]  (the image is $(REGISTRY)/memifnet)
+REGISTRY ?= ghcr.io/memifnet
+release:
+	@case "$(VERSION)" in v[0-9]*) ;; *) echo "make release VERSION=v0.x.y (got '$(VERSION)')"; exit 1;; esac
+	$(GO) run ./hack/release -version $(VERSION) -registry $(REGISTRY) -o dist
+
 clean:
-	rm -rf $(BIN) hack/_out
+	rm -rf $(BIN) hack/_out dist
 
 # image, kubelet, e2e, e2e-tier1, e2e-tier2, demo
 include hack/e2e.mk
