@@ -189,27 +189,21 @@ func TestVersionRefused(t *testing.T) {
 	}
 }
 
-// TestChartHook: without charts/memifnet the release has no chart; with one, the chart's files
-// are packaged under memifnet/ as Helm lays a chart archive out.
+// TestChartHook: without charts/memifnet the release has no chart; the project's chart is
+// packaged under memifnet/ as Helm lays a chart archive out, with the release's version and its
+// image pinned by digest, the dashboard's content in place of the symlink to it.
 func TestChartHook(t *testing.T) {
-	root, dir := t.TempDir(), t.TempDir()
-	c := config{Root: root, Version: "v1.2.3"}
-	if err := packageChart(c, dir); err != nil {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	dir := t.TempDir()
+	c := config{Root: t.TempDir(), Version: "v1.2.3"}
+	if err := packageChart(c, dir, "example.org/memifnet", digest); err != nil {
 		t.Fatal(err)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Fatalf("no chart, yet %v", ents)
 	}
-	chart := filepath.Join(root, chartDir)
-	if err := os.MkdirAll(filepath.Join(chart, "templates"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for n, s := range map[string]string{"Chart.yaml": "apiVersion: v2\nname: memifnet\nversion: 1.2.3\n", "templates/ds.yaml": "kind: DaemonSet\n"} {
-		if err := os.WriteFile(filepath.Join(chart, n), []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := packageChart(c, dir); err != nil {
+	c.Root = "../.."
+	if err := packageChart(c, dir, "example.org/memifnet", digest); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(filepath.Join(dir, "memifnet-1.2.3.tgz"))
@@ -221,9 +215,29 @@ func TestChartHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	readTar(t, zr, func(h *tar.Header, _ []byte) { names = append(names, h.Name) })
-	if strings.Join(names, " ") != "memifnet/Chart.yaml memifnet/templates/ds.yaml" {
-		t.Errorf("chart archive holds %v", names)
+	got := map[string]string{}
+	readTar(t, zr, func(h *tar.Header, b []byte) { got[h.Name] = string(b) })
+	dashboard, err := os.ReadFile("../../manifests/dashboards/memifnet.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]string{
+		"memifnet/Chart.yaml":               {"\nversion: \"1.2.3\"\n", "\nappVersion: \"v1.2.3\"\n"},
+		"memifnet/values.yaml":              {"  repository: \"example.org/memifnet\"\n", "  digest: \"" + digest + "\"\n"},
+		"memifnet/templates/daemonset.yaml": {"kind: DaemonSet"},
+		"memifnet/files/memifnet.json":      {string(dashboard)},
+	} {
+		for _, w := range want {
+			if !strings.Contains(got[name], w) {
+				t.Errorf("%s in the chart archive lacks %q", name, w)
+			}
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, "memifnet-1.2.3.tgz")); err != nil {
+		t.Fatal(err)
+	}
+	// A chart whose values cannot carry the digest is refused, not packaged unpinned.
+	if _, err := setField([]byte("image:\n  tag: \"\"\n"), "  digest", digest); err == nil {
+		t.Error("values without a digest line: no error")
 	}
 }

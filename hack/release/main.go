@@ -118,7 +118,7 @@ func release(c config) (string, error) {
 	if err := writeSBOM(c, b, filepath.Join(dir, sbomFile)); err != nil {
 		return "", err
 	}
-	if err := packageChart(c, dir); err != nil {
+	if err := packageChart(c, dir, imageRepo(c.Registry), digest); err != nil {
 		return "", err
 	}
 	return dir, writeSums(dir)

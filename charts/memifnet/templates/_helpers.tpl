@@ -5,7 +5,11 @@
 
 {{/* The image of every container. */}}
 {{- define "memifnet.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The labels of every object (the kustomize base's); the pod templates carry part-of too. */}}
