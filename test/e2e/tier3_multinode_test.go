@@ -31,39 +31,17 @@ const mnLinks = 10
 // agent on nodes 1 and 2 only, none Pending; ten links created at once through the webhook land
 // each on one node, over both memifnet nodes, and pass verified traffic; `kubectl memifnet links
 // -A` names each link's node, and shows a running link's state and rates on node 2, read
-// from its agent through the API server; taking node 2's label away drains memifnet from it, labelling it
-// again brings it back. See docs/e2e.md, "Several nodes".
+// from its agent through the API server; taking node 2's label away drains memifnet from it,
+// labelling it again brings it back; a full node holds a link's second pod Pending with the
+// webhook's reason (Full); `kubectl drain` brings Deployment and StatefulSet links back together
+// on the other node (Drain); the chart installs, upgrades and uninstalls as `kubectl apply -k`
+// does (Helm). See docs/e2e.md, "Several nodes".
 func TestTier3MultiNode(t *testing.T) {
 	testutil.RequireRoot(t, "the cluster tier (mounts, network namespaces, cgroups, iptables)")
-	start := time.Now()
-	logf := func(format string, a ...any) {
-		t.Logf("[%6.1fs] %s", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	repo := repoRoot(t)
-	in, err := cluster.Build(ctx, repo, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, err := cluster.TakeSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const base = "/run/memifnet-e2e-mn"
-	c := cluster.New(repo, base, in, logf)
-	c.NodeCount = 3
-	t.Cleanup(func() {
-		downAndCompare(t, c, before, base)
-	})
-	if err := c.Up(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := c.Clientset()
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := &tier3{c: c, cs: cs, repo: repo, logf: logf}
+	x := upCluster(ctx, t, "/run/memifnet-e2e-mn", 3)
+	c := x.c
 	nodes := c.Nodes()
 	for _, st := range []struct {
 		name string

@@ -747,6 +747,38 @@ func (x *tier3) audited(t *testing.T, user, agent, verb, resource, ns, name stri
 	return false
 }
 
+// upCluster is the start of a compact tier-3 test: it builds what a cluster runs (or reuses it),
+// brings up a cluster of nodes under base, taken down at the test's end and the host compared
+// with how it was before (downAndCompare), and returns the tier's handle with a logger that
+// stamps each line with the time since the test began.
+func upCluster(ctx context.Context, t *testing.T, base string, nodes int) *tier3 {
+	t.Helper()
+	start := time.Now()
+	logf := func(format string, a ...any) {
+		t.Logf("[%6.1fs] %s", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
+	}
+	repo := repoRoot(t)
+	in, err := cluster.Build(ctx, repo, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := cluster.TakeSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cluster.New(repo, base, in, logf)
+	c.NodeCount = nodes
+	t.Cleanup(func() { downAndCompare(t, c, before, base) })
+	if err := c.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := c.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tier3{c: c, cs: cs, repo: repo, logf: logf}
+}
+
 // downAndCompare takes the cluster down (its logs first, when the test failed) and fails the test
 // if the host is not as the snapshot before the cluster came up.
 func downAndCompare(t *testing.T, c *cluster.Cluster, before cluster.Snapshot, base string) {

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,32 +31,10 @@ const thickNS = "memif-apps"
 // made inside the daemon's mount namespace, must reach the pods. See docs/e2e.md.
 func TestTier3MultusThick(t *testing.T) {
 	testutil.RequireRoot(t, "the cluster tier (mounts, network namespaces, cgroups, iptables)")
-	start := time.Now()
-	logf := func(format string, a ...any) {
-		t.Logf("[%6.1fs] %s", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	repo := repoRoot(t)
-	in, err := cluster.Build(ctx, repo, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, err := cluster.TakeSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const base = "/run/memifnet-e2e-thick"
-	c := cluster.New(repo, base, in, logf)
-	t.Cleanup(func() { downAndCompare(t, c, before, base) })
-	if err := c.Up(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := c.Clientset()
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := &tier3{c: c, cs: cs, repo: repo, logf: logf}
+	x := upCluster(ctx, t, "/run/memifnet-e2e-thick", 1)
+	c := x.c
 	// Before the cluster goes down: the pods attached through the daemon go while it still
 	// runs their DEL.
 	t.Cleanup(func() {
