@@ -19,17 +19,17 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/cdi"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/numa"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/pools"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/slots"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/dpserver"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/dra"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/events"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/numa"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/podresources"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/pools"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
 	"github.com/memifnet/memifnet/internal/names"
 )
 

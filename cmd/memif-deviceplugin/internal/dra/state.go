@@ -13,8 +13,8 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/internal/linkdir"
 	"github.com/memifnet/memifnet/cmd/internal/slotwire"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/cdi"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/ports"
 	"github.com/memifnet/memifnet/internal/tmpfs"

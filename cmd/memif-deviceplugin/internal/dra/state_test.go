@@ -22,9 +22,9 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
 	"github.com/memifnet/memifnet/cmd/internal/linkdir"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/cdi"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/slots"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
 	"github.com/memifnet/memifnet/internal/testutil"

@@ -19,8 +19,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/pools"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/events"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/pools"
 	"github.com/memifnet/memifnet/internal/testutil"
 )
 

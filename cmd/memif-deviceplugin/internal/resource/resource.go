@@ -16,10 +16,10 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/cdi"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/numa"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/numa"
 )
 
 // Stats are counters for metrics.

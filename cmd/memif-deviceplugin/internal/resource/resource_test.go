@@ -17,11 +17,11 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/cdi"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/cdi"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/slots"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/slots"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/internal/tmpfs"
