@@ -24,12 +24,12 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/numa"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/pools"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/slots"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/dpserver"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/deviceplugin/dpserver"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/deviceplugin/ledger"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/deviceplugin/podresources"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/deviceplugin/resource"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/dra"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/events"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/podresources"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/resource"
 	"github.com/memifnet/memifnet/internal/names"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/cdi"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/deviceplugin/podresources"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/owner"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/podresources"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/teardown"
 	"github.com/memifnet/memifnet/internal/names"
 )

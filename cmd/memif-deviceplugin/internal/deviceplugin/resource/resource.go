@@ -19,7 +19,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/cdi"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/numa"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/ledger"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/deviceplugin/ledger"
 )
 
 // Stats are counters for metrics.
