@@ -9,7 +9,7 @@ import (
 // agentMetrics is the node agent's /metrics as its real collector serves it, written by the
 // agent's TestGoldenMetrics (-update): a change of the agent's names or labels breaks this test
 // rather than kubectl-memifnet's "-" columns in a cluster.
-const agentMetrics = "../../../memif-deviceplugin/internal/portmetrics/testdata/agent-metrics.txt"
+const agentMetrics = "../../../memif-deviceplugin/internal/observe/portmetrics/testdata/agent-metrics.txt"
 
 // TestAgentFixture: every port of the agent's /metrics is read with its link, state and
 // counters (drops summed over both directions, as the column shows them).

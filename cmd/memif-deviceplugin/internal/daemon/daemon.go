@@ -29,7 +29,7 @@ import (
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/deviceplugin/podresources"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/deviceplugin/resource"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/dra"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/events"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/observe/events"
 	"github.com/memifnet/memifnet/internal/names"
 )
 

@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/metricsauth"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/observe/metricsauth"
 )
 
 // The agent's HTTP endpoints (docs/deviceplugin.md, "Metrics and probes"):

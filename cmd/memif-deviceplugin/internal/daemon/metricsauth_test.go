@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/metricsauth/authtest"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/observe/metricsauth/authtest"
 )
 
 // TestMetricsOverHTTPS scrapes the running agent as Prometheus and a pod would: on the node

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/deviceplugin/podresources"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/portmetrics"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/observe/portmetrics"
 	"github.com/memifnet/memifnet/internal/names"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/deviceplugin/podresources"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/portmetrics"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/observe/portmetrics"
 	"github.com/memifnet/memifnet/pkg/memif/portstatus"
 )
 

@@ -16,7 +16,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/memifnet/memifnet/cmd/internal/devinfo"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/events"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/observe/events"
 )
 
 // TestAttackUnscrubbableSlot: a pod does what it can to make its slot unscrubbable, so that the

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/events"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/observe/events"
 	"github.com/memifnet/memifnet/internal/testutil"
 )
 

@@ -1,6 +1,6 @@
 package dra
 
-import "github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/portmetrics"
+import "github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/observe/portmetrics"
 
 // Ports lists the socket ports of the prepared claims, for the per-port metrics. Pod is left
 // empty: a claim names its consumers but not which pod uses which of its devices; the kubelet's

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/portmetrics"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/observe/portmetrics"
 	"github.com/memifnet/memifnet/pkg/memif/portstatus"
 )
 

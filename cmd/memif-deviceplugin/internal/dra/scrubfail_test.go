@@ -13,7 +13,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/events"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/observe/events"
 	"github.com/memifnet/memifnet/internal/names"
 )
 

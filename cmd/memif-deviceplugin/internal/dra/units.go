@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/events"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/observe/events"
 )
 
 // WatchUnits re-checks the withheld units and the devices whose scrub failed every interval

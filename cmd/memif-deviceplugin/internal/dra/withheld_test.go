@@ -20,7 +20,7 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/config"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/pools"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/events"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/observe/events"
 	"github.com/memifnet/memifnet/internal/testutil"
 )
 

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/metricsauth/authtest"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/observe/metricsauth/authtest"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
