@@ -8,8 +8,8 @@ import (
 
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device/cdi"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/deviceplugin/podresources"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/owner"
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/teardown"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/uninstall/owner"
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/uninstall/teardown"
 	"github.com/memifnet/memifnet/internal/names"
 )
 
