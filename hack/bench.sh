@@ -33,7 +33,7 @@
 #               cases (default: c2s s2c: a zero-copy client gains most when it receives)
 #   LDUR=S      seconds per ping-pong latency run (default 5)
 #   OUT=FILE    report file (default hack/results/bench-<date>.md; the raw CSV goes next to it)
-#   PEER=FILE   DPDK peer command (default: pkg/memif/internal/dpdkpeer/cmd/dpdk-memif-peer, built)
+#   PEER=FILE   DPDK peer command (default: hack/dpdk-memif-peer, built)
 #   KEEP_LOGS=1 keep every process's output (the temp dir is printed)
 # Cores: memif server on CPU 0, client on CPU 1 (taskset; DPDK via the peer's --core).
 # Every process started here is stopped on exit or Ctrl-C (by PID), testpmd included.
@@ -101,7 +101,7 @@ listener_up() {  # a SOCK_SEQPACKET listener bound to the abstract name @$SOCK
 echo "bench: building memif-perf and dpdk-memif-peer" >&2
 (cd "$ROOT" && go build -o "$TMP/memif-perf" ./cmd/memif-perf && go build -o "$TMP/clping" ./hack/bench/clping)
 if [ -z "${PEER:-}" ]; then
-  (cd "$ROOT" && go build -o "$TMP/dpdk-memif-peer" ./pkg/memif/internal/dpdkpeer/cmd/dpdk-memif-peer)
+  (cd "$ROOT" && go build -o "$TMP/dpdk-memif-peer" ./hack/dpdk-memif-peer)
   PEER=$TMP/dpdk-memif-peer
 fi
 [ -x "$PEER" ] || die "DPDK peer $PEER is not executable"

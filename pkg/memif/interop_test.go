@@ -24,9 +24,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memifnet/memifnet/internal/dpdkpeer"
 	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/pkg/memif"
-	"github.com/memifnet/memifnet/pkg/memif/internal/dpdkpeer"
 )
 
 func requireDPDK(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memifnet/memifnet/internal/dpdkpeer"
 	"github.com/memifnet/memifnet/internal/peerconf"
 	"github.com/memifnet/memifnet/pkg/memif"
-	"github.com/memifnet/memifnet/pkg/memif/internal/dpdkpeer"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
 

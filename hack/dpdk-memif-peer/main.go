@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/memifnet/memifnet/pkg/memif/internal/dpdkpeer"
+	"github.com/memifnet/memifnet/internal/dpdkpeer"
 )
 
 func main() {
