@@ -58,7 +58,7 @@ EAL=(--lcores "(0,1)@$CORE" --file-prefix "$PREFIX" --no-pci --no-telemetry --in
      --vdev "$(vdev 0 "$S1")" --vdev "$(vdev 1 "$S2")")
 [ "$ZC" = yes ] && EAL+=(--single-file-segments)
 # --no-flush-rx: a memif ring is empty at connect, and the flush would eat a fast peer's first
-# packets (see pkg/memif/internal/dpdkpeer).
+# packets (see internal/dpdkpeer).
 PMD=(--forward-mode=io --port-topology=paired --auto-start --stats-period 1 --no-flush-rx
      --nb-cores=1 --rxq=1 --txq=1 --total-num-mbufs="$MBUFS")
 [ "$BSTATS" = 1 ] && PMD+=(--record-burst-stats)

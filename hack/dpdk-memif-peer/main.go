@@ -1,7 +1,7 @@
 // Command dpdk-memif-peer runs DPDK's dpdk-testpmd as one memif peer (package dpdkpeer) for
 // hack/bench.sh and for trying things by hand:
 //
-//	go run ./pkg/memif/internal/dpdkpeer/cmd/dpdk-memif-peer --role server --socket /run/x.sock --mode io --duration 0
+//	go run ./hack/dpdk-memif-peer --role server --socket /run/x.sock --mode io --duration 0
 //
 // stdout gets "memif-peer: listening socket=@/run/x.sock" (a server whose port has started: only
 // now may a client connect), "memif-peer: connected", "memif-peer: disconnected", and at the end

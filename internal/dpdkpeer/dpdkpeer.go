@@ -1,5 +1,5 @@
 // Package dpdkpeer runs DPDK's dpdk-testpmd (Debian packages dpdk-dev and librte-net-memif23)
-// as a memif peer, for interop tests and for hack/bench.sh (through cmd/dpdk-memif-peer). It
+// as a memif peer, for interop tests and for hack/bench.sh (through hack/dpdk-memif-peer). It
 // knows what testpmd needs to be a usable memif peer: one CPU for the whole process, no Rx flush
 // at start, memory without leftovers, a client started only once a listener is there, a server
 // reported ready only once its port has started, a file prefix per process, and cleanup.
@@ -55,7 +55,7 @@ func (e Event) String() string {
 	return fmt.Sprintf("event(%d)", int(e))
 }
 
-// Exit codes of a peer (Result.ExitCode), the same as cmd/dpdk-memif-peer's.
+// Exit codes of a peer (Result.ExitCode), the same as hack/dpdk-memif-peer's.
 const (
 	ExitOK             = 0
 	ExitFailed         = 1 // testpmd died by itself or ended with a non-zero status

@@ -13,28 +13,7 @@ import (
 // or more commands (or in cmd/internal/) and none outside cmd/; one used by a single command
 // belongs in that command's internal/.
 func TestPackagePlaces(t *testing.T) {
-	const module = "github.com/memifnet/memifnet/"
-	out, err := exec.Command("go", "list", "-e", "-tags", "e2e",
-		"-f", "{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}",
-		module+"...").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	importers := map[string]map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		from := strings.TrimPrefix(f[0], module)
-		for _, imp := range f[1:] {
-			to, ok := strings.CutPrefix(imp, module)
-			if !ok || to == from {
-				continue
-			}
-			if importers[to] == nil {
-				importers[to] = map[string]bool{}
-			}
-			importers[to][from] = true
-		}
-	}
+	importers, out := moduleImporters(t)
 	checked := 0
 	for pkg, by := range importers {
 		var want string
@@ -54,6 +33,37 @@ func TestPackagePlaces(t *testing.T) {
 	if checked < 5 {
 		t.Fatalf("checked only %d packages of internal/ and cmd/internal/: is go list's output what this test expects?\n%s", checked, out)
 	}
+}
+
+const module = "github.com/memifnet/memifnet/"
+
+// moduleImporters maps each package of the module (path without the module prefix) to the
+// packages of the module that import it, tests and the e2e build included; out is go list's
+// output, for failure messages.
+func moduleImporters(t *testing.T) (importers map[string]map[string]bool, out []byte) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-e", "-tags", "e2e",
+		"-f", "{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}",
+		module+"...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	importers = map[string]map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		from := strings.TrimPrefix(f[0], module)
+		for _, imp := range f[1:] {
+			to, ok := strings.CutPrefix(imp, module)
+			if !ok || to == from {
+				continue
+			}
+			if importers[to] == nil {
+				importers[to] = map[string]bool{}
+			}
+			importers[to][from] = true
+		}
+	}
+	return importers, out
 }
 
 // place is the narrowest internal/ directory that covers the importers.

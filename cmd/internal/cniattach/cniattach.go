@@ -1,7 +1,7 @@
 // Package cniattach is memif-cni's attachment record: what one ADD planned, written to
 // <state>/state/attachments/<key>.json before its first side effect. memif-cni writes and undoes
 // it (cmd/memif-cni/internal/state); the node agent reads it to label each port's metrics with
-// its pod (cmd/memif-deviceplugin/internal/portmetrics). One type for both, so that a field
+// its pod (cmd/memif-deviceplugin/internal/observe/portmetrics). One type for both, so that a field
 // renamed here is renamed for the reader too.
 package cniattach
 

@@ -4,7 +4,7 @@
 // one only knowing that.
 package eventreason
 
-// The node agent's Events on its Node (cmd/memif-deviceplugin/internal/events). A pool unit a
+// The node agent's Events on its Node (cmd/memif-deviceplugin/internal/observe/events). A pool unit a
 // previous tenant still holds is withheld, and refilled once let go; a device whose scrub failed
 // is out of service, and recovered once a retried scrub worked. Their messages begin
 // "unit <id> " and "device <id> ".
