@@ -18,7 +18,8 @@
 //
 // testpmd's own exit status and end-of-run summary are not to be trusted with DPDK 22.11's
 // net_memif (its server may segfault when the client leaves; its counters reset at a
-// disconnect), so this program judges the run itself, from testpmd's log: it stops testpmd
+// disconnect), so this program judges the run itself, from testpmd's log as internal/dpdkpeer
+// (the testpmd supervisor the interop tests and hack/bench.sh use too) reads it: it stops testpmd
 // (SIGINT) once the peer has left, and exits 0 if the link came up and testpmd forwarded
 // packets, whatever testpmd's status then (reported on the last line); 1 if testpmd died while
 // the peer was still there or forwarded nothing; 2 on a usage error; 3 if the link never came
@@ -30,22 +31,20 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/memifnet/memifnet/internal/dpdkpeer"
 )
 
 // Exit codes.
@@ -91,7 +90,9 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "memif-testpmd: %v\n", err)
 		return exitFailed
 	}
-	cmd := command(ports, cpu, *mem, *mbufs, *prefix, fs.Args())
+	o := options(ports, cpu, *mem, *mbufs, *prefix, fs.Args())
+	o.ConnectTimeout = *connectTO
+	o.StopGrace = *txRetry + 5*time.Second // a forwarding lcore may be retrying a burst when told to stop
 	if *txRetry > 0 {
 		f, err := retryCommands(forwardMode(fs.Args()), *txRetry)
 		if err != nil {
@@ -99,11 +100,13 @@ func run(args []string) int {
 			return exitFailed
 		}
 		defer os.Remove(f)
-		cmd = append(cmd, "--cmdline-file="+f)
+		o.ExtraTestpmd = append(o.ExtraTestpmd, "--cmdline-file="+f)
 	}
-	fmt.Fprintf(os.Stderr, "memif-testpmd: %s\n", strings.Join(cmd, " "))
-	// a forwarding lcore may be retrying a burst when told to stop
-	return supervise(cmd, *connectTO, *txRetry+5*time.Second)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	code, last := supervise(o, sigs)
+	fmt.Println(last)
+	return code
 }
 
 // retryStep is how long testpmd waits before each retry of a refused burst.
@@ -256,161 +259,62 @@ func pinToFirstCPU() (int, error) {
 	return 0, errors.New("no CPU in the affinity mask")
 }
 
-// command is testpmd's command line.
-func command(ports []port, cpu, mem, mbufs int, prefix string, extra []string) []string {
-	c := fmt.Sprint(cpu)
-	cmd := []string{"dpdk-testpmd", "--lcores", "(0,1)@" + c, "--no-huge", "-m", fmt.Sprint(mem),
-		"--no-pci", "--no-telemetry", "--file-prefix", prefix,
-		// debug: "Disconnected, id:" (which 22.11 logs at debug level)
-		"--log-level", "pmd.net.memif:debug"}
-	queues := 1
+// options run testpmd on ports, its process confined to cpu (as this one is), with no hugepages:
+// io forwarding on the ports' largest queue count, one port looped onto itself, two paired;
+// extra testpmd arguments last, so they win.
+func options(ports []port, cpu, mem, mbufs int, prefix string, extra []string) dpdkpeer.Options {
+	o := dpdkpeer.Options{Core: cpu, Pinned: true, Memory: dpdkpeer.NoHuge, MemMB: mem, Mbufs: mbufs,
+		Prefix: prefix, ExtraTestpmd: extra,
+		// the sockets are readied (prepare), and a pod's logs keep testpmd's output
+		WaitSocket: -1, NoLog: true, UntilPeerLeaves: true}
+	if len(ports) > 1 {
+		o.Topology = "paired"
+	}
 	for _, p := range ports {
-		cmd = append(cmd, p.eal...)
-		queues = max(queues, p.queues)
+		o.PortArgs = append(o.PortArgs, p.eal...)
+		o.Queues = max(o.Queues, p.queues)
 	}
-	cmd = append(cmd, "--", fmt.Sprintf("--rxq=%d", queues), fmt.Sprintf("--txq=%d", queues),
-		// non-interactive, counters every second; no Rx flush at start (it would drop the
-		// first packets of a peer that sends as soon as the link is up)
-		"--auto-start", "--stats-period", "1", "--no-flush-rx", "--nb-cores=1",
-		"--total-num-mbufs="+fmt.Sprint(mbufs))
-	if len(ports) == 1 {
-		cmd = append(cmd, "--port-topology=loop")
-	}
-	return append(cmd, extra...)
-}
-
-// What testpmd's log says (DPDK 22.11, --log-level pmd.net.memif:debug).
-var (
-	connected = regexp.MustCompile(`memif_connect\(\): Connected`)
-	peerLeft  = regexp.MustCompile(`Disconnected, id:|Disconnect received|Invalid message size = 0`)
-	noPort    = regexp.MustCompile(`Fail to start port|No probed ethernet devices`)
-	// the periodic "NIC statistics" block (the end-of-run summary's TX-packets, next to
-	// TX-dropped, may be a wrapped counter)
-	forwarded = regexp.MustCompile(`TX-packets:\s*(\d+)\s+TX-errors:`)
-)
-
-// run state, from the log
-type runState struct {
-	up, left bool
-	maxTx    uint64
+	return o
 }
 
 // supervise runs testpmd, copies its output to stdout, stops it when the peer has left, the link
-// did not come up in time, or we are told to stop, and judges the run.
-func supervise(args []string, connectTO, grace time.Duration) int {
-	cmd := exec.Command(args[0], args[1:]...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return exitFailed
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "memif-testpmd: %v\n", err)
-		return exitFailed
-	}
-	lines := make(chan string)
-	go func() {
-		copyLines(out, lines)
-		close(lines)
-	}()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	var st runState
-	why := "testpmd exited by itself"
-	stop := func(reason string) {
-		why = reason
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		time.AfterFunc(grace, func() { _ = cmd.Process.Kill() })
-	}
-	timeout := time.After(connectTO)
-	for stopping := false; lines != nil; {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				lines = nil
-				break
-			}
-			if st.see(l) && !stopping {
-				stopping = true
-				stop(st.reason())
-			}
-		case <-timeout:
-			if !st.up && !stopping {
-				stopping = true
-				stop("the link did not come up in " + connectTO.String())
-			}
-		case s := <-sigs:
-			if !stopping {
-				stopping = true
-				stop("stopped by " + s.String())
-			}
+// did not come up in time, or a signal comes, and judges the run: the exit code and the last line.
+func supervise(o dpdkpeer.Options, sigs <-chan os.Signal) (int, string) {
+	o.Echo = func(l string) { fmt.Println(l) }
+	o.Report = func(msg string, e dpdkpeer.Event) {
+		switch e {
+		case dpdkpeer.Connected:
+			fmt.Println("memif-testpmd: link up")
+		case 0: // the command line, errors
+			fmt.Fprintln(os.Stderr, "memif-testpmd: "+strings.TrimPrefix(msg, "memif-peer: "))
 		}
 	}
-	status := exitStatus(cmd.Wait())
-	return st.judge(why, status)
+	p, err := dpdkpeer.Start(o)
+	if err != nil {
+		return exitFailed, fmt.Sprintf("memif-testpmd: %v; exit=%d", err, exitFailed)
+	}
+	var sig os.Signal
+	select {
+	case sig = <-sigs:
+	case <-p.Done():
+	}
+	r := p.Stop()
+	if r.Reason == "stopped" && sig != nil { // no earlier reason: the signal is why
+		r.Reason = "stopped by " + sig.String()
+	}
+	return judge(r, p.Seen(dpdkpeer.Connected), p.Seen(dpdkpeer.Disconnected))
 }
 
-// see takes one line of testpmd's output and reports whether testpmd should now be stopped.
-func (st *runState) see(l string) bool {
-	if m := forwarded.FindStringSubmatch(l); m != nil {
-		n, _ := strconv.ParseUint(m[1], 10, 64)
-		st.maxTx = max(st.maxTx, n)
-	}
-	switch {
-	case !st.up && connected.MatchString(l):
-		st.up = true
-		fmt.Println("memif-testpmd: link up")
-	case st.up && !st.left && peerLeft.MatchString(l):
-		st.left = true
-		return true
-	case !st.up && noPort.MatchString(l):
-		return true
-	}
-	return false
-}
-
-func (st *runState) reason() string {
-	if st.left {
-		return "the peer left"
-	}
-	return "no port started"
-}
-
-// judge prints the last line and says the exit code.
-func (st *runState) judge(why string, status int) int {
+// judge says the exit code and the last line: the link came up and testpmd forwarded packets,
+// whatever testpmd's status; testpmd dying while the peer was still there fails.
+func judge(r dpdkpeer.Result, up, left bool) (int, string) {
 	code := exitOK
 	switch {
-	case !st.up:
+	case !up:
 		code = exitNoLink
-	case !st.left && strings.HasPrefix(why, "testpmd exited"), st.maxTx == 0:
+	case !left && r.ExitedByItself, r.TxPkts == 0:
 		code = exitFailed
 	}
-	fmt.Printf("memif-testpmd: %s; link_up=%t peer_left=%t tx_pkts=%d testpmd_status=%d exit=%d\n",
-		why, st.up, st.left, st.maxTx, status, code)
-	return code
-}
-
-func copyLines(r io.Reader, lines chan<- string) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		l := strings.TrimRight(sc.Text(), "\r")
-		fmt.Println(l)
-		lines <- l
-	}
-}
-
-// exitStatus is what a shell would show as $? (128+N for signal N: 139 is a segfault).
-func exitStatus(err error) int {
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		if err != nil {
-			return -1
-		}
-		return 0
-	}
-	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ee.ExitCode()
+	return code, fmt.Sprintf("memif-testpmd: %s; link_up=%t peer_left=%t tx_pkts=%d testpmd_status=%d exit=%d",
+		r.Reason, up, left, r.TxPkts, r.TestpmdStatus, code)
 }

@@ -2,13 +2,17 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/memifnet/memifnet/internal/testutil"
 )
 
 // The command line is the ready config's words, in the slots' order, with the largest queue
@@ -38,20 +42,51 @@ func TestCommandFromReadyConfig(t *testing.T) {
 		ports[1].socket != "/run/memifnet/slot-002/memif.sock" || ports[1].queues != 2 {
 		t.Fatalf("ports %+v", ports)
 	}
-	cmd := strings.Join(command(ports, 1, 64, 8192, "p", []string{"--forward-mode=macswap"}), " ")
-	want := "dpdk-testpmd --lcores (0,1)@1 --no-huge -m 64 --no-pci --no-telemetry --file-prefix p --log-level pmd.net.memif:debug " +
+	args, err := options(ports, 1, 64, 8192, "p", []string{"--forward-mode=macswap"}).Command()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := strings.Join(args, " ")
+	want := "dpdk-testpmd --lcores (0,1)@1 --file-prefix p --no-pci --no-telemetry --log-level pmd.net.memif:debug " +
 		"--vdev=net_memif10001,role=server,id=0,socket=/run/memifnet/slot-001/link/memif.sock,socket-abstract=no,rsize=10,bsize=2048,mac=02:5e:00:00:00:01 " +
 		"--vdev=net_memif10002,role=client,id=3,socket=/run/memifnet/slot-002/memif.sock,socket-abstract=no,rsize=10,bsize=2048,zero-copy=yes,mac=02:5e:00:00:00:02 --single-file-segments " +
-		"-- --rxq=2 --txq=2 --auto-start --stats-period 1 --no-flush-rx --nb-cores=1 --total-num-mbufs=8192 --forward-mode=macswap"
+		"--no-huge -m 64 -- --forward-mode=io --port-topology=paired --auto-start --stats-period 1 --no-flush-rx --nb-cores=1 " +
+		"--rxq=2 --txq=2 --total-num-mbufs=8192 --forward-mode=macswap"
 	if cmd != want {
 		t.Errorf("command\n %s\nwant\n %s", cmd, want)
+	}
+	if args, _ := options(ports[:1], 0, 64, 8192, "p", nil).Command(); !slices.Contains(args, "--port-topology=loop") {
+		t.Errorf("one port: %q, want it looped onto itself", args)
 	}
 	if _, err := readPorts(nil); err == nil {
 		t.Error("no dpdk.args: no error")
 	}
 }
 
-// The run is judged from testpmd's log (lines as DPDK 22.11 prints them), not from its status.
+// fakeTestpmd puts on PATH a dpdk-testpmd that prints lines and exits with status: at once, or
+// (waits) once it is stopped with SIGINT, as testpmd is. It creates the file it returns once its
+// SIGINT handler is in place.
+func fakeTestpmd(t *testing.T, lines []string, status int, waits bool) (ready string) {
+	dir := t.TempDir()
+	out, ready := filepath.Join(dir, "out"), filepath.Join(dir, "ready")
+	if err := os.WriteFile(out, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf("#!/bin/sh\ntrap 'kill $! 2>/dev/null; exit %d' INT\ncat %s\ntouch %s\n", status, out, ready)
+	if waits {
+		script += "sleep 60 &\nwait $!\n"
+	}
+	script += fmt.Sprintf("exit %d\n", status)
+	if err := os.WriteFile(filepath.Join(dir, "dpdk-testpmd"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	return ready
+}
+
+// The run is judged from testpmd's log (lines as DPDK 22.11 prints them) as the supervisor
+// (internal/dpdkpeer) reads it, not from testpmd's status; the supervisor runs for real, with a
+// stand-in for testpmd.
 func TestJudge(t *testing.T) {
 	up := []string{
 		"memif_connect(): Connected.",
@@ -61,35 +96,53 @@ func TestJudge(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		lines  []string
-		why    string
 		status int
+		waits  bool // testpmd runs until it is stopped
+		signal bool // memif-testpmd gets SIGTERM
 		want   int
-		stopAt int // the line after which testpmd is to be stopped (-1: never)
+		why    string
 	}{
 		{"peer left, segfault after", append(slices.Clone(up), "memif_msg_receive_disconnect(): Disconnect received: interface closed",
-			"  TX-packets: 18446744073709551008  TX-dropped: 0  TX-total: 0"), "the peer left", 139, exitOK, 3},
-		{"died while the peer was there", up, "testpmd exited by itself", 139, exitFailed, -1},
-		{"stopped by SIGTERM", up, "stopped by terminated", 0, exitOK, -1},
-		{"nothing forwarded", up[:1], "stopped by terminated", 0, exitFailed, -1},
-		{"no port", []string{"testpmd: No probed ethernet devices"}, "no port started", 1, exitNoLink, 0},
-		{"never up", nil, "the link did not come up in 2m0s", 0, exitNoLink, -1},
+			"  TX-packets: 18446744073709551008  TX-dropped: 0  TX-total: 0"), 139, true, false, exitOK, "the peer left"},
+		{"died while the peer was there", up, 139, false, false, exitFailed, "testpmd exited by itself"},
+		{"stopped by SIGTERM", up, 0, true, true, exitOK, "stopped by terminated"},
+		{"nothing forwarded", up[:1], 0, true, true, exitFailed, "stopped by terminated"},
+		{"no port", []string{"testpmd: No probed ethernet devices"}, 1, true, false, exitNoLink, "no port started"},
+		{"never up", nil, 0, true, false, exitNoLink, "the link did not come up in 300ms"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var st runState
-			stopAt := -1
-			for i, l := range c.lines {
-				if st.see(l) && stopAt < 0 {
-					stopAt = i
-				}
+			ready := fakeTestpmd(t, c.lines, c.status, c.waits)
+			ports := []port{{eal: []string{"--vdev=net_memif0,role=server,id=0,socket=/nonexistent/memif.sock,socket-abstract=no"}, queues: 1}}
+			o := options(ports, 0, 64, 8192, fmt.Sprintf("memif-testpmd-test-%d", os.Getpid()), nil)
+			o.ConnectTimeout, o.StopGrace = 300*time.Millisecond, 5*time.Second
+			sigs := make(chan os.Signal, 1)
+			type judged struct {
+				code int
+				last string
 			}
-			if stopAt != c.stopAt {
-				t.Errorf("stop after line %d, want %d", stopAt, c.stopAt)
+			done := make(chan judged)
+			go func() {
+				code, last := supervise(o, sigs)
+				done <- judged{code, last}
+			}()
+			if c.signal {
+				// the stand-in takes SIGINT (its stop) only once its handler is in place
+				testutil.Eventually(t, 10*time.Second, "the stand-in's SIGINT handler", func() bool {
+					_, err := os.Stat(ready)
+					return err == nil
+				})
+				sigs <- syscall.SIGTERM
 			}
-			if got := st.judge(c.why, c.status); got != c.want {
-				t.Errorf("exit %d, want %d (state %+v)", got, c.want, st)
+			j := <-done
+			code, last := j.code, j.last
+			if code != c.want || !strings.HasPrefix(last, "memif-testpmd: "+c.why+";") {
+				t.Errorf("exit %d, want %d; last line %q, want the reason %q", code, c.want, last, c.why)
 			}
-			if c.want == exitOK && st.maxTx != 1100 {
-				t.Errorf("tx_pkts %d, want 1100 (the periodic block's, not the summary's)", st.maxTx)
+			if st, err := os.Stat(os.DevNull); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+				t.Fatalf("%s after a run that kept no log: %v, %v", os.DevNull, st, err) // NoLog writes there
+			}
+			if c.want == exitOK && !strings.Contains(last, " tx_pkts=1100 ") {
+				t.Errorf("last line %q: want tx_pkts=1100 (the periodic block's, not the summary's)", last)
 			}
 		})
 	}

@@ -21,12 +21,12 @@
 package dpdkpeer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
-	"time"
 )
 
 // Event is something a peer reports, in the order it happened.
@@ -77,6 +77,7 @@ type Peer struct {
 	portStarted bool
 	change      chan struct{} // closed and replaced when anything above changes
 	stopping    bool
+	why         string        // why testpmd was stopped or ended (the first reason)
 	done        chan struct{} // closed when testpmd has exited and the peer has cleaned up
 }
 
@@ -180,8 +181,11 @@ func (p *Peer) Output() string {
 	return p.messages.String()
 }
 
-// Log is testpmd's output so far.
+// Log is testpmd's output so far (none with NoLog).
 func (p *Peer) Log() string {
+	if p.o.NoLog {
+		return ""
+	}
 	b, _ := os.ReadFile(p.proc.logPath)
 	return string(b)
 }
@@ -226,6 +230,11 @@ type Result struct {
 	TestpmdStatus                    int
 	ExitCode                         int // ExitOK, ExitFailed or ExitNeverConnected
 	Output                           string
+	// Reason is why testpmd ended: "stopped" (Stop), "the peer left", "no port started",
+	// "the link did not come up in <ConnectTimeout>", "ran for <Duration>", "killed", or
+	// "testpmd exited by itself" (then ExitedByItself).
+	Reason         string
+	ExitedByItself bool
 }
 
 // Summary is the result as the peer script printed it: counters, then the rates (the last line).
@@ -234,9 +243,10 @@ func (r Result) Summary() string {
 		r.RxPkts, r.TxPkts, r.RxBytes, r.TxBytes, r.Samples, r.TestpmdStatus, r.RxMpps, r.TxMpps)
 }
 
-// Stop stops testpmd cleanly (SIGINT; SIGKILL after 10 s), waits for it and returns the result.
+// Stop stops testpmd cleanly (SIGINT; SIGKILL after StopGrace), waits for it and returns the
+// result.
 func (p *Peer) Stop() Result {
-	p.stop()
+	p.stop("stopped")
 	<-p.done
 	return p.result()
 }
@@ -245,6 +255,7 @@ func (p *Peer) Stop() Result {
 func (p *Peer) Kill() {
 	p.mu.Lock()
 	p.stopping = true
+	p.why = cmp.Or(p.why, "killed")
 	p.mu.Unlock()
 	p.proc.kill()
 	<-p.done
@@ -253,15 +264,15 @@ func (p *Peer) Kill() {
 // Done is closed when testpmd has exited and the peer has cleaned up.
 func (p *Peer) Done() <-chan struct{} { return p.done }
 
-// stop asks testpmd to stop, once; it returns at once.
-func (p *Peer) stop() {
+// stop asks testpmd to stop, once, saying why; it returns at once.
+func (p *Peer) stop(why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopping {
 		return
 	}
-	p.stopping = true
-	go p.proc.interrupt(10 * time.Second)
+	p.stopping, p.why = true, why
+	go p.proc.interrupt(p.o.StopGrace)
 }
 
 func (p *Peer) result() Result {
@@ -269,7 +280,8 @@ func (p *Peer) result() Result {
 	defer p.mu.Unlock()
 	m := p.stats.max
 	r := Result{RxPkts: m.RxPkts, TxPkts: m.TxPkts, RxBytes: m.RxBytes, TxBytes: m.TxBytes,
-		TestpmdStatus: p.proc.status, ExitCode: p.code, Output: p.messages.String()}
+		TestpmdStatus: p.proc.status, ExitCode: p.code, Output: p.messages.String(),
+		Reason: p.why, ExitedByItself: p.why == exitedByItself}
 	r.RxMpps, r.TxMpps, r.Samples = p.stats.rates()
 	return r
 }

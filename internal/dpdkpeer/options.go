@@ -1,6 +1,7 @@
 package dpdkpeer
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -13,13 +14,18 @@ import (
 // Options describe one testpmd peer. Zero values give what an interop test wants: an echo (io)
 // peer with small memory, on hugepages when enough are free.
 type Options struct {
-	Role     string // "server" (memif listener) or "client" (required)
-	Socket   string // control socket path (required); abstract ("\0"+Socket) unless FSSocket
-	FSSocket bool   // a filesystem socket at Socket (socket-abstract=no)
-	ID       int    // memif interface id; must match the peer's
+	// Role is "server" (memif listener) or "client"; required unless PortArgs are given.
+	Role string
+	// Socket is the control socket path (required unless PortArgs are given); abstract
+	// ("\0"+Socket) unless FSSocket.
+	Socket   string
+	FSSocket bool // a filesystem socket at Socket (socket-abstract=no)
+	ID       int  // memif interface id; must match the peer's
 	// Mode is testpmd's forwarding mode: io (echo, the default), macswap, txonly or rxonly.
-	// --port-topology=loop is always set, so io and macswap answer on the same port.
-	Mode     string
+	Mode string
+	// Topology is testpmd's --port-topology: loop (the default: io and macswap answer on the
+	// port they received on) or paired (two ports forwarded to each other).
+	Topology string
 	PktSize  int    // txonly frame size (testpmd --txpkts; default 64)
 	BSize    int    // memif buffer size (0: DPDK's 2048); the client's value rules
 	RSize    int    // log2 of the ring size (0: DPDK's 10); the client's value rules
@@ -31,8 +37,16 @@ type Options struct {
 	// forwarding lcore, so both are mapped onto it (--lcores (0,1)@Core) and the process runs
 	// under taskset; the main lcore sleeps in the stats loop.
 	Core int
+	// Pinned says the caller's process is already confined to Core (memif-testpmd pins itself
+	// in its pod's CPU set), so testpmd, which inherits that, is started without taskset.
+	Pinned bool
 	// Duration stops the peer that long after the link came up (0: run until Stop).
 	Duration time.Duration
+	// UntilPeerLeaves stops the peer once its link has gone down (a client always stops then:
+	// a DPDK client never reconnects; a server would wait for another client).
+	UntilPeerLeaves bool
+	// StopGrace is how long Stop waits for testpmd's clean exit before it kills it (0: 10 s).
+	StopGrace time.Duration
 	// ConnectTimeout stops a peer whose link is not up that long after its start (0: 60 s;
 	// negative: wait forever).
 	ConnectTimeout time.Duration
@@ -40,12 +54,15 @@ type Options struct {
 	// testpmd (0: 10 s; negative: not at all): DPDK's memif client connects exactly once, at
 	// port start, and never retries.
 	WaitSocket time.Duration
-	Mbufs      int      // mbuf pool size (0: 8192, enough for every test and quick to set up)
-	Memory     Memory   // hugepages or not (default: hugepages when enough are free)
-	MemMB      int      // memory for NoHuge (0: 64 MiB)
-	Prefix     string   // EAL --file-prefix (default unique per peer); must differ per process
-	LogDir     string   // keep testpmd's log in a file here (default: a temp file, removed at exit)
-	ExtraEAL   []string // more EAL arguments
+	Mbufs      int    // mbuf pool size (0: 8192, enough for every test and quick to set up)
+	Memory     Memory // hugepages or not (default: hugepages when enough are free)
+	MemMB      int    // memory for NoHuge (0: 64 MiB)
+	Prefix     string // EAL --file-prefix (default unique per peer); must differ per process
+	LogDir     string // keep testpmd's log in a file here (default: a temp file, removed at exit)
+	// NoLog keeps no copy of testpmd's output (Log is empty): a peer that runs for days would
+	// fill a disk with its counters, printed every 2 s.
+	NoLog    bool
+	ExtraEAL []string // more EAL arguments
 	// ExtraTestpmd are more testpmd arguments (after the ones Start always passes).
 	ExtraTestpmd []string
 	// Echo, if set, gets a copy of testpmd's output as it comes (the command's --verbose).
@@ -57,6 +74,11 @@ type Options struct {
 	// generated dpdk.args), used instead of the one the fields above build. Role, Socket and
 	// FSSocket must still say what it says: Start waits for the listener by them.
 	Vdev string
+	// PortArgs, if set, are the EAL arguments of the ports, one or more, as memifnet's ready
+	// configs have them (each port's dpdk.args: its --vdev= and what the port needs, such as
+	// --single-file-segments), in port order, used instead of the device the fields build.
+	// Role and Socket may then be empty: the caller has readied the ports' sockets.
+	PortArgs []string
 }
 
 // Memory selects where testpmd's memory comes from.
@@ -88,10 +110,11 @@ var prefixSeq atomic.Int64
 
 // withDefaults checks o and fills in its defaults.
 func (o Options) withDefaults() (Options, error) {
-	if o.Role != "server" && o.Role != "client" {
+	ports := len(o.PortArgs) > 0
+	if o.Role != "server" && o.Role != "client" && !(ports && o.Role == "") {
 		return o, fmt.Errorf("dpdkpeer: role %q, want server or client", o.Role)
 	}
-	if o.Socket == "" {
+	if o.Socket == "" && !ports {
 		return o, errors.New("dpdkpeer: no socket")
 	}
 	if o.Mode == "" {
@@ -108,12 +131,21 @@ func (o Options) withDefaults() (Options, error) {
 			return o, fmt.Errorf("dpdkpeer: %q: no ',' or '=' in a vdev argument", v)
 		}
 	}
+	if o.Topology == "" {
+		o.Topology = "loop"
+	}
+	if o.Topology != "loop" && o.Topology != "paired" {
+		return o, fmt.Errorf("dpdkpeer: port topology %q, want loop or paired", o.Topology)
+	}
 	o.Queues = max(o.Queues, 1)
 	if o.PktSize == 0 {
 		o.PktSize = 64
 	}
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = 60 * time.Second
+	}
+	if o.StopGrace == 0 {
+		o.StopGrace = 10 * time.Second
 	}
 	if o.WaitSocket == 0 {
 		o.WaitSocket = 10 * time.Second
@@ -132,7 +164,7 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	if o.Prefix == "" {
-		o.Prefix = fmt.Sprintf("memifnet-peer-%s-%d-%d", o.Role, os.Getpid(), prefixSeq.Add(1))
+		o.Prefix = fmt.Sprintf("memifnet-peer-%s-%d-%d", cmp.Or(o.Role, "ports"), os.Getpid(), prefixSeq.Add(1))
 	}
 	if strings.ContainsAny(o.Prefix, "/") || o.Prefix == "." || o.Prefix == ".." {
 		return o, fmt.Errorf("dpdkpeer: file prefix %q names a path", o.Prefix)
@@ -178,13 +210,32 @@ func itoaNonZero(n int) string {
 	return strconv.Itoa(n)
 }
 
-// command is the argument list: taskset, testpmd, its EAL arguments, "--", its own.
+// Command is the command line Start runs for o, with o's defaults.
+func (o Options) Command() ([]string, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return o.command(), nil
+}
+
+// command is the argument list: taskset (unless Pinned), testpmd, its EAL arguments, "--", its
+// own.
 func (o Options) command() []string {
 	core := strconv.Itoa(o.Core)
-	args := []string{"taskset", "-c", core, "dpdk-testpmd",
-		"--lcores", "(0,1)@" + core, "--file-prefix", o.Prefix, "--no-pci", "--no-telemetry",
+	var args []string
+	if !o.Pinned {
+		args = []string{"taskset", "-c", core}
+	}
+	args = append(args, "dpdk-testpmd",
+		"--lcores", "(0,1)@"+core, "--file-prefix", o.Prefix, "--no-pci", "--no-telemetry",
 		// debug: the handshake and "Disconnected, id:" (which 22.11 logs at debug level)
-		"--log-level", "pmd.net.memif:debug", "--vdev", o.vdev()}
+		"--log-level", "pmd.net.memif:debug")
+	if len(o.PortArgs) > 0 {
+		args = append(args, o.PortArgs...)
+	} else {
+		args = append(args, "--vdev", o.vdev())
+	}
 	if o.Memory == NoHuge {
 		args = append(args, "--no-huge", "-m", strconv.Itoa(o.MemMB))
 	} else {
@@ -196,7 +247,7 @@ func (o Options) command() []string {
 	}
 	args = append(args, o.ExtraEAL...)
 	args = append(args, "--",
-		"--forward-mode="+o.Mode, "--port-topology=loop",
+		"--forward-mode="+o.Mode, "--port-topology="+o.Topology,
 		// non-interactive: start forwarding at once and print the counters every second
 		"--auto-start", "--stats-period", "1", noFlushRx,
 		"--nb-cores=1", "--rxq="+strconv.Itoa(o.Queues), "--txq="+strconv.Itoa(o.Queues),

@@ -9,8 +9,15 @@ import (
 const (
 	portStartedLine = "Checking link statuses" // after every port has started
 	connectedLine   = "memif_connect(): Connected"
-	disconnectLine  = "Disconnected, id:" // debug level in 22.11
 )
+
+// peerLeft are the lines of a link going down: "Disconnected, id:" (debug level in 22.11), a
+// DISCONNECT from the peer, or a server's read of a closed socket (a DPDK client that exits
+// sends no DISCONNECT).
+var peerLeft = []string{"Disconnected, id:", "Disconnect received", "Invalid message size = 0"}
+
+// exitedByItself is the reason of a testpmd that ended without being asked to.
+const exitedByItself = "testpmd exited by itself"
 
 // startFailed are the lines of a port that will never come up: testpmd goes on running without it.
 var startFailed = []string{"Fail to start port", "No probed ethernet devices"}
@@ -38,16 +45,16 @@ func (p *Peer) line(l string) {
 		go p.announceListener()
 	case !everConnected && containsAny(l, startFailed):
 		p.fail(ExitNeverConnected, "port probe/start failed:\n  %s", strings.Join(p.diag(), "\n  "))
-		p.stop()
+		p.stop("no port started")
 	case !up && strings.Contains(l, connectedLine):
 		p.event(Connected)
 		if p.o.Duration > 0 && !everConnected {
-			time.AfterFunc(p.o.Duration, p.stop)
+			time.AfterFunc(p.o.Duration, func() { p.stop("ran for " + p.o.Duration.String()) })
 		}
-	case up && strings.Contains(l, disconnectLine):
+	case up && containsAny(l, peerLeft):
 		p.event(Disconnected)
-		if p.o.Role == "client" {
-			p.stop() // a DPDK memif client never reconnects: nothing more will happen
+		if p.o.Role == "client" || p.o.UntilPeerLeaves {
+			p.stop("the peer left") // a DPDK memif client never reconnects: nothing more will happen
 		}
 	}
 }
@@ -141,7 +148,7 @@ func (p *Peer) supervise() {
 		case <-timer.C:
 			if !p.Seen(Connected) {
 				p.fail(ExitNeverConnected, "not connected after %v", p.o.ConnectTimeout)
-				p.stop()
+				p.stop("the link did not come up in " + p.o.ConnectTimeout.String())
 			}
 		case <-p.proc.exited:
 			timer.Stop()
@@ -150,6 +157,9 @@ func (p *Peer) supervise() {
 	<-p.proc.exited
 	p.mu.Lock()
 	byItself := !p.stopping
+	if byItself { // and a Stop from now on has nothing to stop or to say
+		p.stopping, p.why = true, exitedByItself
+	}
 	p.mu.Unlock()
 	status := p.proc.status
 	if byItself {

@@ -25,13 +25,7 @@ type testpmd struct {
 // every line to the log file and hands it to line, from one goroutine, as it comes. *into is set
 // before the first line is handed over.
 func startTestpmd(o Options, into **testpmd, line func(string)) error {
-	var logf *os.File
-	var err error
-	if o.LogDir != "" {
-		logf, err = os.CreateTemp(o.LogDir, "testpmd-*.log")
-	} else {
-		logf, err = os.CreateTemp("", "memif-peer-*.log")
-	}
+	logf, err := openLog(o)
 	if err != nil {
 		return fmt.Errorf("dpdkpeer: testpmd log: %w", err)
 	}
@@ -64,6 +58,18 @@ func startTestpmd(o Options, into **testpmd, line func(string)) error {
 		close(t.exited)
 	}()
 	return nil
+}
+
+// openLog opens the file testpmd's output is copied to: in LogDir, a temp file, or none at all
+// (NoLog: os.DevNull, whose name Log and removeLog know).
+func openLog(o Options) (*os.File, error) {
+	switch {
+	case o.NoLog:
+		return os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	case o.LogDir != "":
+		return os.CreateTemp(o.LogDir, "testpmd-*.log")
+	}
+	return os.CreateTemp("", "memif-peer-*.log")
 }
 
 func (t *testpmd) copyLines(r io.Reader, log io.Writer, line func(string)) {
@@ -120,7 +126,7 @@ func (t *testpmd) kill() {
 }
 
 func (t *testpmd) removeLog() {
-	if !t.keepLog {
+	if !t.keepLog && t.logPath != os.DevNull {
 		_ = os.Remove(t.logPath)
 	}
 }
