@@ -45,6 +45,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memifnet/memifnet/internal/dpdkpeer"
+	"github.com/memifnet/memifnet/internal/names"
 )
 
 // Exit codes.
@@ -59,7 +60,7 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("memif-testpmd", flag.ContinueOnError)
-	dir := fs.String("dir", "/run/memifnet", "where the slots are (each port's dpdk.args, dpdk.app-args)")
+	dir := fs.String("dir", names.ContainerDir, "where the slots are (each port's "+names.DPDKArgsFile+", "+names.DPDKAppArgsFile+")")
 	var files listFlag
 	fs.Var(&files, "args", "a dpdk.args file to use instead of the slots' (repeatable; its dpdk.app-args beside it)")
 	prefix := fs.String("file-prefix", "memif-testpmd", "EAL --file-prefix: unique per DPDK process on one host")
@@ -71,7 +72,7 @@ func run(args []string) int {
 		return exitUsage
 	}
 	if len(files) == 0 {
-		files, _ = filepath.Glob(filepath.Join(*dir, "*", "dpdk.args"))
+		files, _ = filepath.Glob(filepath.Join(*dir, "*", names.DPDKArgsFile))
 	}
 	ports, err := readPorts(files)
 	if err != nil {
@@ -167,7 +168,7 @@ func readPorts(files []string) ([]port, error) {
 			return nil, err
 		}
 		p.eal = strings.Fields(string(b))
-		if b, err = os.ReadFile(strings.TrimSuffix(f, "dpdk.args") + "dpdk.app-args"); err == nil {
+		if b, err = os.ReadFile(strings.TrimSuffix(f, names.DPDKArgsFile) + names.DPDKAppArgsFile); err == nil {
 			p.app = strings.Fields(string(b))
 		}
 		for _, w := range p.eal {
