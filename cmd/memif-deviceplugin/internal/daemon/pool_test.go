@@ -69,6 +69,9 @@ func TestPoolResourceOverGRPC(t *testing.T) {
 	}
 	e.kubelet.Hold("memifnet.io/hugepool")
 	eventually(t, 2*time.Second, "background scrub", func() bool { return res.Stats().Dirty == 0 })
+	// Held again before the second Allocate, for the same reason: unheld, the reclaim may scrub
+	// (replace) the unit between the Allocate and the mapping below (seen under -race).
+	e.kubelet.Hold("memifnet.io/hugepool", "hugepool-n0-001")
 	resp = allocate(t, c, []string{"hugepool-n0-001"})
 	b := mapFile(t, resp.ContainerResponses[0].Mounts[0].HostPath, 4<<20)
 	if !bytes.Equal(b, make([]byte, 4<<20)) {
