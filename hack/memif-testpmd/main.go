@@ -39,6 +39,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -282,11 +283,15 @@ func options(ports []port, cpu, mem, mbufs int, prefix string, extra []string) d
 // did not come up in time, or a signal comes, and judges the run: the exit code and the last line.
 func supervise(o dpdkpeer.Options, sigs <-chan os.Signal) (int, string) {
 	o.Echo = func(l string) { fmt.Println(l) }
+	var up atomic.Bool
 	o.Report = func(msg string, e dpdkpeer.Event) {
-		switch e {
-		case dpdkpeer.Connected:
+		switch {
+		case e == dpdkpeer.Connected:
+			up.Store(true)
 			fmt.Println("memif-testpmd: link up")
-		case 0: // the command line, errors
+		case e == 0 && !up.Load():
+			// the command line, why the link did not come up; once it was up, the last line
+			// says how it ended (and testpmd's status, which is not judged)
 			fmt.Fprintln(os.Stderr, "memif-testpmd: "+strings.TrimPrefix(msg, "memif-peer: "))
 		}
 	}
