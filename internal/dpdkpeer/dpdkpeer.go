@@ -1,6 +1,7 @@
 // Package dpdkpeer runs DPDK's dpdk-testpmd (Debian packages dpdk-dev and librte-net-memif23)
-// as a memif peer, for interop tests and for hack/bench.sh (through hack/dpdk-memif-peer). It
-// knows what testpmd needs to be a usable memif peer: one CPU for the whole process, no Rx flush
+// as a memif peer, for interop tests, for hack/bench.sh (through hack/dpdk-memif-peer) and for
+// the DPDK image's entrypoint (hack/memif-testpmd, which hands it the ports of a pod's ready
+// configs, PortArgs). It knows what testpmd needs to be a usable memif peer: one CPU for the whole process, no Rx flush
 // at start, memory without leftovers, a client started only once a listener is there, a server
 // reported ready only once its port has started, a file prefix per process, and cleanup.
 //
