@@ -1,21 +1,16 @@
 package portmetrics
 
 import (
-	"bytes"
-	"flag"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/memifnet/memifnet/internal/testutil"
 	"github.com/memifnet/memifnet/pkg/memif/portstatus"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/agent-metrics.txt from the collector")
 
 // goldenFile is the agent's /metrics for a node with one pod-to-pod link (one end down after a
 // peer's disconnect) and a host port, as the real collector serves it. kubectl-memifnet's parser
@@ -41,20 +36,5 @@ func TestGoldenMetrics(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
 	}
-	got := rec.Body.Bytes()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(goldenFile), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(goldenFile, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(goldenFile)
-	if err != nil {
-		t.Fatalf("%v (make it with -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("/metrics is not %s (if the change is meant, rerun with -update and review the diff):\n%s", goldenFile, got)
-	}
+	testutil.Golden(t, goldenFile, rec.Body.Bytes())
 }
