@@ -96,3 +96,30 @@ func TestGoldenPortJSON(t *testing.T) {
 	}
 	testutil.Golden(t, "testdata/port-json.golden", []byte(b.String()))
 }
+
+// FuzzParse: an accepted annotation is valid port by port, and what the webhook writes back when
+// it pins one (json.Marshal of the ports) parses to the same ports.
+func FuzzParse(f *testing.F) {
+	for _, in := range annotationCases {
+		f.Add(in)
+	}
+	f.Fuzz(func(t *testing.T, ann string) {
+		ps, err := Parse(ann)
+		if err != nil {
+			return
+		}
+		for _, p := range ps {
+			if fes := p.Validate(); len(fes) > 0 {
+				t.Fatalf("Parse(%q) accepted %+v: %v", ann, p, fes)
+			}
+		}
+		out, err := json.Marshal(ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := Parse(string(out))
+		if err != nil || !reflect.DeepEqual(again, ps) {
+			t.Fatalf("Parse(%q) = %+v; written back as %s it parses to %+v, %v", ann, ps, out, again, err)
+		}
+	})
+}

@@ -25,11 +25,23 @@ const (
 	DefaultBufferSize = 2048
 )
 
-// Port is one requested port with defaults filled in.
+// Port is one port request with defaults filled in: the one model of a port request, whoever
+// asks. Name, Link and Peer say which port and what it connects to; Settings say what it is
+// like. The annotation's JSON object is this type; a DRA PortConfig embeds its Settings and
+// says the rest its own way (the claim's devices decide link or host); port.json
+// (portspec.PortSpec) is a different contract, the port as wired, made by Spec
+// (docs/design.md, "Port object").
 type Port struct {
-	Name       string `json:"name"`
-	Link       string `json:"link,omitempty"`
-	Peer       string `json:"peer,omitempty"`
+	Name string `json:"name"`
+	Link string `json:"link,omitempty"`
+	Peer string `json:"peer,omitempty"`
+	Settings
+}
+
+// Settings are the fields of a port request that every front end spells and checks the same
+// way: the annotation's port object and a DRA PortConfig embed them, so that a setting added here
+// is one both take, with the same JSON name, default (Default) and rules (Port.Validate).
+type Settings struct {
 	Role       string `json:"role,omitempty"` // "" means the plugin chooses; a host port's pod is the client
 	Mode       string `json:"mode,omitempty"`
 	ID         uint32 `json:"id,omitempty"`
@@ -110,13 +122,20 @@ func parseJSON(v string) ([]Port, error) {
 			var te *json.UnmarshalTypeError
 			switch {
 			case errors.As(err, &te) && te.Field != "":
-				return nil, fmt.Errorf("port %d: field %q: got a JSON %s, want %s", i, te.Field, te.Value, jsonKind(te.Type.Kind().String()))
+				return nil, fmt.Errorf("port %d: field %q: got a JSON %s, want %s", i, JSONField(te), te.Value, jsonKind(te.Type.Kind().String()))
 			default:
 				return nil, fmt.Errorf("port %d: %s", i, strings.TrimPrefix(err.Error(), "json: "))
 			}
 		}
 	}
 	return ps, nil
+}
+
+// JSONField is the JSON name of the field a decoding error is about. encoding/json names a
+// field of an embedded struct by its Go path ("Settings.queues") though the JSON object is flat,
+// and every port request's fields are one level deep: the name is the path's last element.
+func JSONField(te *json.UnmarshalTypeError) string {
+	return te.Field[strings.LastIndexByte(te.Field, '.')+1:]
 }
 
 func jsonKind(goKind string) string {

@@ -11,8 +11,8 @@ func TestParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Port{
-		{Name: "east", Link: "chain-1", Role: "client", Mode: "ethernet", ID: 4, Queues: 2, RingSize: 1024, BufferSize: 2048},
-		{Name: "west", Peer: "host", Mode: "ip", Queues: 1, RingSize: 1024, BufferSize: 2048},
+		{Name: "east", Link: "chain-1", Settings: Settings{Role: "client", Mode: "ethernet", ID: 4, Queues: 2, RingSize: 1024, BufferSize: 2048}},
+		{Name: "west", Peer: "host", Settings: Settings{Mode: "ip", Queues: 1, RingSize: 1024, BufferSize: 2048}},
 	}
 	if len(ps) != 2 || ps[0] != want[0] || ps[1] != want[1] {
 		t.Fatalf("got %+v\nwant %+v", ps, want)

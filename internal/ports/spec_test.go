@@ -2,6 +2,7 @@ package ports
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
@@ -26,24 +27,43 @@ func TestStableMACPinned(t *testing.T) {
 	}
 }
 
-// Spec carries every field of the request into port.json: a field added to Port and forgotten
-// here fails this test.
-func TestSpecCarriesEveryField(t *testing.T) {
-	p := Port{Name: "east", Link: "l", Peer: "host", Role: "client", Mode: portspec.ModeEthernet, ID: 7,
-		Queues: 2, RingSize: 512, BufferSize: 4096, ZeroCopy: true}
-	pv := reflect.ValueOf(p)
-	for i := range pv.NumField() {
-		if pv.Field(i).IsZero() {
-			t.Fatalf("test port leaves field %s zero", pv.Type().Field(i).Name)
+// requestFields are the fields of a port request (Port, its Settings promoted), by Go name.
+func requestFields(p Port) map[string]reflect.Value {
+	out := map[string]reflect.Value{}
+	v := reflect.ValueOf(p)
+	for _, f := range reflect.VisibleFields(v.Type()) {
+		if !f.Anonymous {
+			out[f.Name] = v.FieldByIndex(f.Index)
 		}
 	}
+	return out
+}
+
+// specOnly are the fields of port.json that the request does not say: what the wiring decides
+// (the socket, the secret, addresses from IPAM or a PortConfig), the version of the format, the
+// MAC Spec derives, and the file it was read from.
+var specOnly = []string{"Version", "Socket", "Secret", "MAC", "IPs", "File"}
+
+// Spec carries every field of the request into port.json, and every field of port.json is the
+// request's or one the wiring decides (specOnly): a field added to Port or PortSpec and forgotten
+// in Spec fails this test, in either direction.
+func TestSpecCarriesEveryField(t *testing.T) {
+	p := Port{Name: "east", Link: "l", Peer: "host", Settings: Settings{Role: "client", Mode: portspec.ModeEthernet, ID: 7,
+		Queues: 2, RingSize: 512, BufferSize: 4096, ZeroCopy: true}}
 	spec := p.Spec(PodOwner("ns", "pod"))
 	sv := reflect.ValueOf(spec)
-	for i := range pv.NumField() {
-		name := pv.Type().Field(i).Name
-		f := sv.FieldByName(name)
-		if !f.IsValid() || !reflect.DeepEqual(f.Interface(), pv.Field(i).Interface()) {
-			t.Errorf("Spec: field %s = %v, want %v", name, f, pv.Field(i))
+	req := requestFields(p)
+	for name, v := range req {
+		if v.IsZero() {
+			t.Fatalf("test port leaves field %s zero", name)
+		}
+		if f := sv.FieldByName(name); !f.IsValid() || !reflect.DeepEqual(f.Interface(), v.Interface()) {
+			t.Errorf("Spec: field %s = %v, want %v", name, f, v)
+		}
+	}
+	for _, f := range reflect.VisibleFields(sv.Type()) {
+		if _, ok := req[f.Name]; !ok && !slices.Contains(specOnly, f.Name) {
+			t.Errorf("port.json's field %s is neither a request's field nor one the wiring decides (specOnly)", f.Name)
 		}
 	}
 	if spec.Version != portspec.Version || spec.MAC != stableMAC(PodOwner("ns", "pod"), "east").String() {

@@ -21,19 +21,19 @@ func fieldErr(field, format string, a ...any) *FieldError {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)}
 }
 
-// Default fills in the defaults of the fields p leaves unset (docs/design.md, "Port object").
-func (p *Port) Default() {
-	if p.Mode == "" {
-		p.Mode = DefaultMode
+// Default fills in the defaults of the settings s leaves unset (docs/design.md, "Port object").
+func (s *Settings) Default() {
+	if s.Mode == "" {
+		s.Mode = DefaultMode
 	}
-	if p.Queues == 0 {
-		p.Queues = DefaultQueues
+	if s.Queues == 0 {
+		s.Queues = DefaultQueues
 	}
-	if p.RingSize == 0 {
-		p.RingSize = DefaultRingSize
+	if s.RingSize == 0 {
+		s.RingSize = DefaultRingSize
 	}
-	if p.BufferSize == 0 {
-		p.BufferSize = DefaultBufferSize
+	if s.BufferSize == 0 {
+		s.BufferSize = DefaultBufferSize
 	}
 }
 

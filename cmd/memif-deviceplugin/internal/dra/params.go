@@ -2,6 +2,7 @@ package dra
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,8 +22,12 @@ const (
 )
 
 // PortConfig is the opaque configuration of one or more requests of a claim: what the
-// memifnet.io/ports annotation says about a port. It is untrusted input (anyone who may create a
-// ResourceClaim writes it) and is validated with the annotation's own rules (internal/ports).
+// memifnet.io/ports annotation says about a port, said for a claim. It is untrusted input (anyone
+// who may create a ResourceClaim writes it). Its settings are the port request's own
+// (ports.Settings: the same fields, defaults and rules as the annotation's); what differs is
+// deliberate: there is no "peer" (the claim's devices say link or host port), name and link have
+// defaults from the claim, and a port's addresses are here (no IPAM under DRA). PortConfig.Port
+// is the one conversion to a port request (docs/design.md, "Port object").
 type PortConfig struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -31,15 +36,9 @@ type PortConfig struct {
 	// Link names the link in port.json; default: the claim's name. Only for a claim with two
 	// socket devices (the two ends of one link).
 	Link string `json:"link,omitempty"`
-	// Role is server or client. Default for a link: the claim's first request serves, the
-	// second is the client; for a host port: client (the host data plane serves).
-	Role       string `json:"role,omitempty"`
-	Mode       string `json:"mode,omitempty"`
-	ID         uint32 `json:"id,omitempty"`
-	Queues     int    `json:"queues,omitempty"`
-	RingSize   int    `json:"ringSize,omitempty"`
-	BufferSize int    `json:"bufferSize,omitempty"`
-	ZeroCopy   bool   `json:"zeroCopy,omitempty"`
+	// Settings' Role is server or client. Default for a link: the claim's first request
+	// serves, the second is the client; for a host port: client (the host data plane serves).
+	ports.Settings
 	// IPs are an ip-mode port's addresses in CIDR notation (there is no IPAM under DRA): in
 	// port.json, vpp.cli and port.env, and in the claim status's networkData.
 	IPs []string `json:"ips,omitempty"`
@@ -86,7 +85,7 @@ func decodeConfig(raw []byte) (PortConfig, error) {
 	if err := dec.Decode(&pc); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return pc, fmt.Errorf("field %q: got a JSON %s", te.Field, te.Value)
+			return pc, fmt.Errorf("field %q: got a JSON %s", ports.JSONField(te), te.Value)
 		}
 		return pc, errors.New(strings.TrimPrefix(err.Error(), "json: "))
 	}
@@ -131,20 +130,14 @@ func baseRequest(r string) string {
 	return base
 }
 
-// port turns a request's config into a validated port with defaults filled, by the port
-// request's own validator (ports.Port.Validate), so that both front ends refuse the same things
-// with the same messages.
-func port(request string, pc PortConfig, link string) (ports.Port, error) {
-	p := ports.Port{
-		Name: pc.Name, Role: pc.Role, Mode: pc.Mode, ID: pc.ID, Queues: pc.Queues,
-		RingSize: pc.RingSize, BufferSize: pc.BufferSize, ZeroCopy: pc.ZeroCopy,
-	}
-	if p.Name == "" {
-		p.Name = request
-	}
-	if link != "" {
-		p.Link = link
-	} else {
+// Port is the port request of a claim's request: the config's settings, the port named after the
+// request unless the config names it, an end of link (the claim's link name, linkName) or, with
+// link empty, a host port. Every field is validated, by the port request's own validator
+// (ports.Port.Validate) where the annotation has the same field, so that both front ends refuse
+// the same things with the same messages.
+func (pc PortConfig) Port(request, link string) (ports.Port, error) {
+	p := ports.Port{Name: cmp.Or(pc.Name, request), Link: link, Settings: pc.Settings}
+	if link == "" {
 		p.Peer = portspec.PeerHost
 	}
 	p.Default()
@@ -154,6 +147,9 @@ func port(request string, pc PortConfig, link string) (ports.Port, error) {
 			fe.Msg += " (the port name defaults to the request name; set \"name\" in the PortConfig)"
 		}
 		errs = append(errs, fe)
+	}
+	if len(errs) == 0 {
+		errs = append(errs, checkIPs(p.Mode, pc.IPs))
 	}
 	return p, errors.Join(errs...)
 }

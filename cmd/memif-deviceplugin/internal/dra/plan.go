@@ -111,10 +111,7 @@ func socketPorts(plan PreparedClaim, sockets []int, cfgs map[string]PortConfig, 
 			errs = append(errs, fmt.Errorf("request %s: field \"link\": set, but the claim has one socket device (a host port); a link claim has two requests", dev.Request))
 			continue
 		}
-		p, err := port(dev.Request, pc, link)
-		if err == nil {
-			err = checkIPs(p.Mode, pc.IPs)
-		}
+		p, err := pc.Port(dev.Request, link)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("request %s: %w", dev.Request, err))
 			continue
