@@ -17,11 +17,7 @@ import (
 
 const calico = `{"name":"k8s-pod-network","cniVersion":"1.0.0","plugins":[{"type":"calico","ipam":{"type":"calico-ipam"}},{"type":"portmap","capabilities":{"portMappings":true}}]}`
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveBuilt()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // build builds memif-cni-install once per test run.
 func build(t *testing.T) string {

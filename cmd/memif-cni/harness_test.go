@@ -25,11 +25,7 @@ import (
 	"github.com/memifnet/memifnet/internal/tmpfs"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveBuilt()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // pluginPkgs are the plugin and its helper, built as the Makefile and the image build them.
 var pluginPkgs = []string{".", "../memif-cni-podinfo"}

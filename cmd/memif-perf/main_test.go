@@ -18,11 +18,7 @@ import (
 
 // These tests build memif-perf and run two copies against each other, as users and CI scripts do.
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveBuilt()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // binary builds memif-perf once per test run.
 func binary(t *testing.T) string {

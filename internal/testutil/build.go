@@ -54,7 +54,7 @@ type builtDir struct {
 
 // Built builds b once per test process (t.TempDir would be gone after the first test) and
 // returns the directory holding its binaries; every test asking for the same build shares it,
-// and its error. A TestMain should call RemoveBuilt after m.Run.
+// and its error. The package's TestMain is Main, which removes them at the end.
 func Built(t testing.TB, b Build) string {
 	t.Helper()
 	dir, err := BuildOnce(b)
@@ -101,4 +101,12 @@ func RemoveBuilt() {
 		_ = os.RemoveAll(built.root)
 	}
 	built.root, built.dirs = "", nil
+}
+
+// Main is the TestMain of a package whose tests use Built: it runs the tests, removes what they
+// built and exits with their result. Such a package's TestMain is `testutil.Main(m)`.
+func Main(m *testing.M) {
+	code := m.Run()
+	RemoveBuilt()
+	os.Exit(code)
 }

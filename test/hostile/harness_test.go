@@ -41,11 +41,7 @@ import (
 
 const poolRes = names.ResourcePrefix + names.DefaultPool
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveBuilt()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // bins builds the node agents and the pod simulator once, static, as the image does.
 func bins(t *testing.T) string {
