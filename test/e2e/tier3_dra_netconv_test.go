@@ -83,30 +83,12 @@ spec:
       - requests: [port, nic]
         matchAttribute: dra.net/numaNode
 ---
-apiVersion: v1
-kind: Pod
-metadata: {name: %[7]s}
-spec:
-  restartPolicy: Never
-  automountServiceAccountToken: false
-  resourceClaims: [{name: net, resourceClaimName: %[6]s}]
-  containers:
-    - name: c
-      image: %[8]s
-      resources: {claims: [{name: net}]}
-`, t3NICDriver, t3NICSlice, cluster.NodeName, numa, numa+1, t3NUMAClaim, t3NUMAPod, t3PauseImage)
-	t.Cleanup(func() {
-		for _, args := range [][]string{
-			{"delete", "pod", t3NUMAPod, "--ignore-not-found", "--wait=true", "--timeout=60s"},
-			{"delete", "resourceclaim", t3NUMAClaim, "--ignore-not-found", "--wait=true", "--timeout=60s"},
-			{"delete", "resourceslice", t3NICSlice, "--ignore-not-found"},
-			{"delete", "deviceclass", t3NICDriver, "--ignore-not-found"},
-		} {
-			if out, err := x.c.KubectlCmd(context.Background(), args...).CombinedOutput(); err != nil {
-				t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-		}
-	})
+`, t3NICDriver, t3NICSlice, cluster.NodeName, numa, numa+1, t3NUMAClaim) + claimPausePod(t3NUMAPod, t3NUMAClaim)
+	x.undoWith(t,
+		[]string{"delete", "pod", t3NUMAPod, "--ignore-not-found", "--wait=true", "--timeout=60s"},
+		[]string{"delete", "resourceclaim", t3NUMAClaim, "--ignore-not-found", "--wait=true", "--timeout=60s"},
+		[]string{"delete", "resourceslice", t3NICSlice, "--ignore-not-found"},
+		[]string{"delete", "deviceclass", t3NICDriver, "--ignore-not-found"})
 	x.kubectlIn(ctx, t, objs, "apply", "-f", "-")
 
 	var c *resourcev1.ResourceClaim
@@ -187,25 +169,10 @@ spec:
       - requests: [west]
         opaque: {driver: memifnet.io, parameters: {apiVersion: memifnet.io/v1alpha1, kind: PortConfig, mode: ip, ips: ["192.0.2.2/24", "2001:db8::2/64"]}}
 ---
-apiVersion: v1
-kind: Pod
-metadata: {name: %[1]s}
-spec:
-  restartPolicy: Never
-  automountServiceAccountToken: false
-  resourceClaims: [{name: link, resourceClaimName: %[1]s}]
-  containers:
-    - name: c
-      image: %[2]s
-      resources: {claims: [{name: link}]}
-`, name, t3PauseImage)
-	t.Cleanup(func() {
-		for _, kind := range []string{"pod", "resourceclaim"} {
-			if out, err := x.c.KubectlCmd(context.Background(), "delete", kind, name, "--ignore-not-found", "--wait=true", "--timeout=60s").CombinedOutput(); err != nil {
-				t.Errorf("kubectl delete %s %s: %v\n%s", kind, name, err, out)
-			}
-		}
-	})
+`, name) + claimPausePod(name, name)
+	x.undoWith(t,
+		[]string{"delete", "pod", name, "--ignore-not-found", "--wait=true", "--timeout=60s"},
+		[]string{"delete", "resourceclaim", name, "--ignore-not-found", "--wait=true", "--timeout=60s"})
 	x.kubectlIn(ctx, t, objs, "apply", "-f", "-")
 	var c *resourcev1.ResourceClaim
 	if err := node.Poll(ctx, time.Minute, name+" reported", func() (bool, error) {

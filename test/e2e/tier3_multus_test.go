@@ -53,11 +53,9 @@ func (x *tier3) multusLeastPrivilege(ctx context.Context, t *testing.T) {
 	elsewhere := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "multus-elsewhere", Namespace: t3OtherNS},
 		Spec: corev1.PodSpec{NodeName: t3OtherNode, Containers: []corev1.Container{{Name: "c", Image: t3PauseImage}}}}
 	x.kubectl(ctx, t, "create", "namespace", t3OtherNS)
-	t.Cleanup(func() {
+	x.undoWith(t, []string{"delete", "namespace", t3OtherNS, "--ignore-not-found", "--wait=true"})
+	t.Cleanup(func() { // first (cleanups run last first): the pod of a node without a kubelet, at once
 		x.cs.CoreV1().Pods(t3OtherNS).Delete(context.Background(), elsewhere.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
-		if out, err := x.c.KubectlCmd(context.Background(), "delete", "namespace", t3OtherNS, "--ignore-not-found", "--wait=true").CombinedOutput(); err != nil {
-			t.Errorf("deleting namespace %s: %v\n%s", t3OtherNS, err, out)
-		}
 	})
 	if _, err := x.cs.CoreV1().Pods(t3OtherNS).Create(ctx, elsewhere, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

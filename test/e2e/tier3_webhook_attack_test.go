@@ -35,11 +35,7 @@ func blockerPod(name, affinity string) string {
 // forever. Each is refused naming the field, and nothing is created.
 func (x *tier3) whBlockers(ctx context.Context, t *testing.T, link, second string) {
 	x.kubectl(ctx, t, "create", "namespace", t3OtherNS)
-	t.Cleanup(func() {
-		if out, err := x.c.KubectlCmd(context.Background(), "delete", "namespace", t3OtherNS, "--ignore-not-found", "--wait=true").CombinedOutput(); err != nil {
-			t.Errorf("deleting namespace %s: %v\n%s", t3OtherNS, err, out)
-		}
-	})
+	x.undoWith(t, []string{"delete", "namespace", t3OtherNS, "--ignore-not-found", "--wait=true"})
 	key := names.LinkLabelPrefix + link
 	sel := fmt.Sprintf("labelSelector: {matchExpressions: [{key: %s, operator: In, values: [%s]}]}", key, second)
 	for _, b := range []struct{ name, affinity, field string }{
