@@ -46,13 +46,10 @@ func (p Port) Validate() []*FieldError {
 	if err := portspec.CheckName(p.Name); err != nil {
 		bad("name", "%v", err)
 	}
+	field, err := portspec.CheckEnd(p.Link, p.Peer)
 	switch {
-	case p.Link != "" && p.Peer != "":
-		bad("link", "set together with peer; a port has one or the other")
-	case p.Link == "" && p.Peer == "":
-		bad("link", `missing: set "link" (a pod-to-pod link) or "peer": "host"`)
-	case p.Peer != "" && p.Peer != portspec.PeerHost:
-		bad("peer", "%q must be %q", p.Peer, portspec.PeerHost)
+	case err != nil:
+		bad(field, "%v", err)
 	case names.HasPlaceholder(p.Link):
 		bad("link", "%q: %s is resolved from the pod's label %s by memif-webhook at admission; the annotation reached here unresolved", p.Link, names.OrdinalPlaceholder, names.PodIndexLabel)
 	case p.Link != "" && (len(p.Link) > names.MaxLinkNameLen || !names.IsDNSLabel(p.Link)):

@@ -122,6 +122,21 @@ func CheckSize(field string, n int) error {
 	return nil
 }
 
+// CheckEnd says what is wrong with a port's other end, link or peer (exactly one is set, and a
+// peer is PeerHost), and which of the two fields is at fault; nil when nothing is. The one
+// statement of the rule for port.json and a port request.
+func CheckEnd(link, peer string) (field string, err error) {
+	switch {
+	case link != "" && peer != "":
+		return "link", errors.New("set together with peer; a port has one or the other")
+	case link == "" && peer == "":
+		return "link", fmt.Errorf(`missing: set "link" (a pod-to-pod link) or "peer": %q`, PeerHost)
+	case peer != "" && peer != PeerHost:
+		return "peer", fmt.Errorf("%q must be %q", peer, PeerHost)
+	}
+	return "", nil
+}
+
 // CheckMode says why s is not a mode name, or returns nil.
 func CheckMode(s string) error {
 	switch s {
@@ -165,13 +180,8 @@ func (s PortSpec) Validate() error {
 	if len(s.Secret) > MaxSecretLen {
 		bad("secret", "%d bytes, at most %d", len(s.Secret), MaxSecretLen)
 	}
-	switch {
-	case s.Link != "" && s.Peer != "":
-		bad("link", "set together with peer %q; a port has one or the other", s.Peer)
-	case s.Link == "" && s.Peer == "":
-		bad("link", "neither link nor peer is set")
-	case s.Peer != "" && s.Peer != PeerHost:
-		bad("peer", "%q must be %q", s.Peer, PeerHost)
+	if field, err := CheckEnd(s.Link, s.Peer); err != nil {
+		bad(field, "%v", err)
 	}
 	return errors.Join(errs...)
 }

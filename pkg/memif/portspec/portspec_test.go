@@ -50,7 +50,7 @@ func TestParseErrors(t *testing.T) {
 		{"ring", strings.Replace(goodSpec, `512`, `500`, 1), `field "ringSize"`},
 		{"version", strings.Replace(goodSpec, `"version":"1"`, `"version":"2"`, 1), `field "version"`},
 		{"both", strings.Replace(goodSpec, `"link":"chain-1"`, `"link":"chain-1","peer":"host"`, 1), `field "link"`},
-		{"neither", strings.Replace(goodSpec, `,"link":"chain-1"`, ``, 1), `neither link nor peer`},
+		{"neither", strings.Replace(goodSpec, `,"link":"chain-1"`, ``, 1), `field "link": missing`},
 		{"queues", strings.Replace(goodSpec, `"queues":2`, `"queues":0`, 1), `field "queues"`},
 		{"type", strings.Replace(goodSpec, `"id":3`, `"id":"3"`, 1), `PortSpec.id`},
 		{"trailing", goodSpec + `{}`, `trailing data`},
