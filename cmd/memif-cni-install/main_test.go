@@ -38,17 +38,6 @@ func chainTypes(t *testing.T, file string) string {
 	return strings.Join(ts, ",")
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not after 10s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling files: there is no event to wait on here
-	}
-}
-
 // The DaemonSet's sidecar: install the binary, chain into the primary conflist, put the entry
 // back when the primary plugin rewrites its file, and take it out on SIGTERM.
 func TestSidecarInstallsKeepsAndUninstalls(t *testing.T) {
@@ -73,7 +62,7 @@ func TestSidecarInstallsKeepsAndUninstalls(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() { cmd.Process.Kill() })
 
-	waitFor(t, "memif-cni chained", func() bool { return chainTypes(t, primary) == "calico,portmap,memif-cni" })
+	testutil.Eventually(t, 10*time.Second, "memif-cni chained", func() bool { return chainTypes(t, primary) == "calico,portmap,memif-cni" })
 	got, err := os.ReadFile(filepath.Join(binDir, "memif-cni"))
 	if err != nil || !bytes.Contains(got, []byte("fake memif-cni")) {
 		t.Fatalf("binary not installed: %v", err)
@@ -87,7 +76,7 @@ func TestSidecarInstallsKeepsAndUninstalls(t *testing.T) {
 
 	// The primary plugin rewrites its configuration (an upgrade): the entry comes back.
 	os.WriteFile(primary, []byte(calico), 0o644)
-	waitFor(t, "memif-cni chained again after the rewrite", func() bool { return chainTypes(t, primary) == "calico,portmap,memif-cni" })
+	testutil.Eventually(t, 10*time.Second, "memif-cni chained again after the rewrite", func() bool { return chainTypes(t, primary) == "calico,portmap,memif-cni" })
 
 	cmd.Process.Signal(syscall.SIGTERM)
 	select {

@@ -149,13 +149,9 @@ func TestUnprepareWithHeldUnits(t *testing.T) {
 	defer cancel()
 	go p.WatchUnits(ctx, 20*time.Millisecond)
 	holders[1].Release()
-	deadline := time.Now().Add(5 * time.Second)
-	for !pub.has(held) || len(eventsOf(t, client, events.ReasonUnitRefilled)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the unit is not back in the slices (%v) with an Event within 5s of its holder's exit", pub.has(held))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, "the unit back in the slices with an Event after its holder's exit", func() bool {
+		return pub.has(held) && len(eventsOf(t, client, events.ReasonUnitRefilled)) > 0
+	})
 	if evs := eventsOf(t, client, events.ReasonUnitRefilled); len(evs) != 1 || !strings.Contains(evs[0].Message, held) {
 		t.Errorf("refilled events: %+v", evs)
 	}

@@ -28,17 +28,6 @@ func usedBytes(t *testing.T, p *Provider) int64 {
 	return int64(st.Blocks-st.Bfree) * st.Bsize
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestHeldUnitIsWithheld plays tenants that keep their units (a descriptor, or a mapping with
 // the descriptor closed) in processes that outlive their pods. The first held unit is made again
 // in the pool's headroom; the second finds no room, since the old pages are still held: it is
@@ -94,7 +83,7 @@ func heldUnit(t *testing.T, how string) {
 		t.Fatalf("retry while held: %v", err)
 	}
 	h.Release()
-	waitFor(t, "unit refilled after the holder exits", func() bool { return p.Scrub(held) == nil })
+	testutil.Eventually(t, 5*time.Second, "unit refilled after the holder exits", func() bool { return p.Scrub(held) == nil })
 	if err := p.Check(held); err != nil {
 		t.Fatalf("refilled unit: %v", err)
 	}
@@ -143,7 +132,7 @@ func TestHeldUnitAcrossRestart(t *testing.T) {
 		t.Fatalf("the unit after the withheld one: %v", err)
 	}
 	h.Release()
-	waitFor(t, "unit refilled after the holder exits", func() bool { return p2.Scrub(held) == nil })
+	testutil.Eventually(t, 5*time.Second, "unit refilled after the holder exits", func() bool { return p2.Scrub(held) == nil })
 }
 
 // touchUnit maps a unit, writes to it and lets go, as a tenant that leaves properly.
@@ -189,5 +178,5 @@ func TestHeldUnitOnMountSizedToThePool(t *testing.T) {
 		}
 	}
 	h.Release()
-	waitFor(t, "unit refilled after the holder exits", func() bool { return p.Scrub(held) == nil })
+	testutil.Eventually(t, 5*time.Second, "unit refilled after the holder exits", func() bool { return p.Scrub(held) == nil })
 }
