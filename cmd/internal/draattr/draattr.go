@@ -1,6 +1,7 @@
 // Package draattr names the attributes and capacity of the DRA driver's devices as it publishes
-// them in its ResourceSlices (cmd/memif-deviceplugin/internal/dra). They are a contract with
-// every reader: kubectl-memifnet's node view, the DeviceClasses' and users' CEL selectors
+// them in its ResourceSlices (cmd/memif-deviceplugin/internal/dra), and holds the data of a
+// socket device in a claim's status (PortStatus). They are a contract with every reader:
+// kubectl-memifnet's node and link views, the DeviceClasses' and users' CEL selectors
 // (device.attributes["memifnet.io"].type, docs/dra.md).
 package draattr
 

@@ -8,6 +8,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
+	"github.com/memifnet/memifnet/cmd/internal/draattr"
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/pkg/memif/portspec"
 )
@@ -15,24 +16,14 @@ import (
 // SocketClass is the DeviceClass of the DRA driver's socket slots (manifests/overlays/dra).
 const SocketClass = "socket." + names.DRADriver
 
-// DeviceData is what the DRA driver reports for a socket device in the claim's status.devices
-// (cmd/memif-deviceplugin/internal/dra.StatusData).
-type DeviceData struct {
-	Port       string `json:"port"`
-	Role       string `json:"role"`
-	Socket     string `json:"socket"`
-	Link       string `json:"link,omitempty"`
-	HostSocket string `json:"hostSocket,omitempty"`
-}
-
 // ClaimPort is one socket request of a memifnet claim: its allocation, status and the pod
 // that uses it.
 type ClaimPort struct {
 	Request   string
-	Device    string // allocated device ("" while unallocated)
-	Node      string // the device's pool: the node
-	Data      DeviceData
-	Ready     bool // the driver's Ready condition
+	Device    string             // allocated device ("" while unallocated)
+	Node      string             // the device's pool: the node
+	Data      draattr.PortStatus // the driver's data of the device in the claim's status
+	Ready     bool               // the driver's Ready condition
 	Allocated bool
 	Pod       *corev1.Pod
 }
@@ -55,13 +46,13 @@ func ClaimPorts(claim *resourceapi.ResourceClaim, pods []corev1.Pod) ([]ClaimPor
 		if !isSocket {
 			continue
 		}
-		cp := ClaimPort{Request: req.Name, Allocated: allocated, Device: r.Device, Node: r.Pool, Data: DeviceData{Port: req.Name}}
+		cp := ClaimPort{Request: req.Name, Allocated: allocated, Device: r.Device, Node: r.Pool, Data: draattr.PortStatus{Port: req.Name}}
 		for _, st := range claim.Status.Devices {
 			if st.Driver != names.DRADriver || st.Pool != r.Pool || st.Device != r.Device || !allocated {
 				continue
 			}
 			if st.Data != nil {
-				var d DeviceData
+				var d draattr.PortStatus
 				if json.Unmarshal(st.Data.Raw, &d) == nil && d.Port != "" {
 					cp.Data = d
 				}

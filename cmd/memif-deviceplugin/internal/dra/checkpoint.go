@@ -9,6 +9,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/memifnet/memifnet/cmd/internal/draattr"
 	"github.com/memifnet/memifnet/internal/safefs"
 )
 
@@ -45,34 +46,9 @@ type PreparedDevice struct {
 	Network *resourceapi.NetworkDeviceData `json:"networkData,omitempty"`
 }
 
-// PortStatus is a socket device's port: the data of its entry in the claim's status.devices
-// (as port.json in the slot has it), and what the checkpoint keeps of it.
-type PortStatus struct {
-	Port   string `json:"port"` // the port's name
-	Role   string `json:"role"`
-	Socket string `json:"socket"` // in the container
-	Link   string `json:"link,omitempty"`
-	// HostSocket is a host port's socket as the node sees it, for the host data plane.
-	HostSocket string `json:"hostSocket,omitempty"`
-}
-
-// UnmarshalJSON also reads checkpoints of agents before one status type, which named the
-// port's name "name".
-func (s *PortStatus) UnmarshalJSON(b []byte) error {
-	type plain PortStatus
-	var v struct {
-		plain
-		Name string `json:"name"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*s = PortStatus(v.plain)
-	if s.Port == "" {
-		s.Port = v.Name
-	}
-	return nil
-}
+// PortStatus is a socket device's port: the data of its entry in the claim's status.devices,
+// a contract with kubectl-memifnet (cmd/internal/draattr), and what the checkpoint keeps of it.
+type PortStatus = draattr.PortStatus
 
 // checkpoint is the file of prepared claims, <state>/dra/claims.json, written atomically and
 // durably under a directory no pod can reach.
