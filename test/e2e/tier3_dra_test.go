@@ -12,11 +12,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -253,21 +251,7 @@ spec:
       - name: many
         exactly: {deviceClassName: socket.memifnet.io, allocationMode: ExactCount, count: %d}
 `, t3DRASlots+1)+"---\n"+draPerfPod("dra-too-big", "dra-too-big", "many", "--mode=rx"), "apply", "-f", "-")
-	var msg string
-	if err := node.Poll(ctx, 60*time.Second, "dra-too-big unschedulable", func() (bool, error) {
-		p, err := x.cs.CoreV1().Pods("default").Get(ctx, "dra-too-big", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				msg = c.Message
-			}
-		}
-		return p.Status.Phase == corev1.PodPending && strings.Contains(msg, "cannot allocate all claims"), nil
-	}); err != nil {
-		t.Fatalf("%v (PodScheduled message %q)", err, msg)
-	}
+	msg := x.unschedulableFor(ctx, t, "dra-too-big", "cannot allocate all claims")
 	if c := x.draClaim(ctx, t, "dra-too-big"); c.Status.Allocation != nil {
 		t.Errorf("dra-too-big was allocated: %+v", c.Status.Allocation)
 	}
@@ -276,12 +260,7 @@ spec:
 	x.kubectl(ctx, t, "delete", "resourceclaim", "dra-too-big", "--wait=true")
 
 	// End the second link verified, then delete everything: the claims are unprepared.
-	for _, p := range []string{"dra-second-tx", "dra-second-rx"} {
-		if err := syscall.Kill(x.containerPID(ctx, t, "default", p), syscall.SIGINT); err != nil {
-			t.Fatal(err)
-		}
-		x.podSucceeded(ctx, t, "default", p, time.Minute)
-	}
+	x.stopPerf(ctx, t, "dra-second-tx", "dra-second-rx")
 	x.verified(ctx, t, "default", "dra-second-rx")
 	var slots []string
 	for _, c := range []*resourcev1.ResourceClaim{example, second} {

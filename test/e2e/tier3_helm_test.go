@@ -102,16 +102,11 @@ func (x *tier3) mnHelmLink(ctx context.Context, t *testing.T, link string) {
 // deleted.
 func (x *tier3) mnHelmPinnedPair(ctx context.Context, t *testing.T, nodeName, name string) {
 	t.Helper()
-	pin := "spec:\n  nodeSelector: {kubernetes.io/hostname: \"" + nodeName + "\"}\n"
 	rx, tx := name+"-rx", name+"-tx"
-	x.kubectlIn(ctx, t, strings.Replace(mnPod(rx, "east", "east@"+name, "--mode=rx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m"), "spec:\n", pin, 1)+
-		"---\n"+strings.Replace(mnPod(tx, "west", "west@"+name, "--mode=tx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m"), "spec:\n", pin, 1),
+	x.kubectlIn(ctx, t, pinned(mnPod(rx, "east", "east@"+name, "--mode=rx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m"), nodeName)+
+		"---\n"+pinned(mnPod(tx, "west", "west@"+name, "--mode=tx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m"), nodeName),
 		"apply", "-f", "-")
-	if err := node.Poll(ctx, 2*time.Minute, rx+" receiving", func() (bool, error) {
-		return x.rxProgress(ctx, rx) > 0, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	x.receiving(ctx, t, rx)
 }
 
 // mnAgent is the name and UID of the running agent pod on node nodeName.

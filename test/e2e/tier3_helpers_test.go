@@ -7,11 +7,19 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/memifnet/memifnet/test/e2e/node"
 )
 
-// Helpers the tier-3 steps share: the RBAC diff of a service account, pod templates, and the
-// deletes a step registers to undo what it made.
+// Helpers the tier-3 steps share: the RBAC diff of a service account, pod templates, the
+// deletes a step registers to undo what it made, and the waits for a perf pair and a pod the
+// scheduler refuses.
 
 // canIRules is `kubectl auth can-i --list` for service account sa of memifnet-system in
 // namespace ns (kubectl's default namespace when ns is empty), without the header: one rule a
@@ -95,4 +103,48 @@ spec:
 func annotationOnly(perfPod, port, annotation string) string {
 	y := strings.Replace(perfPod, ", memifnet.io/socket: 1, memifnet.io/hugepool: 1", "", 1)
 	return strings.Replace(y, `'[{"name":"`+port+`","link":"placeholder"}]'`, "'"+annotation+"'", 1)
+}
+
+// stopPerf ends running memif-perf pods of namespace default in order, each with SIGINT (it
+// prints its summary and exits 0 when every byte checked), and waits for each to succeed.
+func (x *tier3) stopPerf(ctx context.Context, t *testing.T, pods ...string) {
+	t.Helper()
+	for _, p := range pods {
+		if err := syscall.Kill(x.containerPID(ctx, t, "default", p), syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		x.podSucceeded(ctx, t, "default", p, time.Minute)
+	}
+}
+
+// receiving waits until the memif-perf receiver rx (namespace default) counts packets.
+func (x *tier3) receiving(ctx context.Context, t *testing.T, rx string) {
+	t.Helper()
+	if err := node.Poll(ctx, 2*time.Minute, rx+" receiving", func() (bool, error) {
+		return x.rxProgress(ctx, rx) > 0, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unschedulableFor waits until pod (namespace default) is Pending with a PodScheduled condition
+// whose message says want, and returns the message.
+func (x *tier3) unschedulableFor(ctx context.Context, t *testing.T, pod, want string) string {
+	t.Helper()
+	var msg string
+	if err := node.Poll(ctx, 60*time.Second, pod+" unschedulable", func() (bool, error) {
+		p, err := x.cs.CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				msg = c.Message
+			}
+		}
+		return p.Status.Phase == corev1.PodPending && strings.Contains(msg, want), nil
+	}); err != nil {
+		t.Fatalf("%v (PodScheduled message %q)", err, msg)
+	}
+	return msg
 }

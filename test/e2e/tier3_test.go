@@ -374,21 +374,7 @@ func (x *tier3) unschedulable(ctx context.Context, t *testing.T) {
 	pod := strings.Replace(perfPod("memif-too-many", "east", "none", "--mode=rx"),
 		"memifnet.io/socket: 1", "memifnet.io/socket: 65", 1)
 	x.kubectlIn(ctx, t, pod, "apply", "-f", "-")
-	var msg string
-	if err := node.Poll(ctx, 60*time.Second, "memif-too-many unschedulable", func() (bool, error) {
-		p, err := x.cs.CoreV1().Pods("default").Get(ctx, "memif-too-many", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				msg = c.Message
-			}
-		}
-		return p.Status.Phase == corev1.PodPending && strings.Contains(msg, "Insufficient memifnet.io/socket"), nil
-	}); err != nil {
-		t.Fatalf("%v (PodScheduled message %q)", err, msg)
-	}
+	msg := x.unschedulableFor(ctx, t, "memif-too-many", "Insufficient memifnet.io/socket")
 	x.logf("unschedulable: memif-too-many (65 slots) stays Pending: %s", msg)
 	x.kubectl(ctx, t, "delete", "pod", "memif-too-many", "--wait=true")
 }
@@ -488,11 +474,7 @@ func (x *tier3) startVerifiedPair(ctx context.Context, t *testing.T, name string
 	x.kubectlIn(ctx, t, perfPod(rx, "east", link, "--mode=rx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m")+
 		"---\n"+perfPod(tx, "west", link, "--mode=tx", "--verify", "--size=1500", "--duration=0", "--connect-timeout=2m"),
 		"apply", "-f", "-")
-	if err := node.Poll(ctx, 2*time.Minute, rx+" receiving", func() (bool, error) {
-		return x.rxProgress(ctx, rx) > 0, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	x.receiving(ctx, t, rx)
 }
 
 // day2: while a link pair passes verified traffic, the DaemonSet is restarted (kubectl rollout
@@ -540,12 +522,7 @@ func (x *tier3) day2(ctx context.Context, t *testing.T) {
 
 	// End the long pair: the sender first, then the receiver, each with SIGINT (memif-perf prints
 	// its summary and exits 0 when every byte checked).
-	for _, p := range []string{"day2-tx", "day2-rx"} {
-		if err := syscall.Kill(x.containerPID(ctx, t, "default", p), syscall.SIGINT); err != nil {
-			t.Fatal(err)
-		}
-		x.podSucceeded(ctx, t, "default", p, time.Minute)
-	}
+	x.stopPerf(ctx, t, "day2-tx", "day2-rx")
 	sum := x.verified(ctx, t, "default", "day2-rx")
 	x.logf("day2: the pair passed %.0f verified packets across a rollout restart and a SIGKILL", sum["rx_pkts"])
 	x.kubectl(ctx, t, "delete", "pod", "day2-rx", "day2-tx", "--wait=true")

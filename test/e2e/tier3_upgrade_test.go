@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -89,12 +88,7 @@ func (x *tier3) upgrade(ctx context.Context, t *testing.T) {
 	if got := x.containerIDs(ctx, t, "up-rx", "up-tx"); !slices.Equal(got, containers) {
 		t.Fatalf("the old link's containers changed: %q, before %q", got, containers)
 	}
-	for _, p := range []string{"up-tx", "up-rx"} {
-		if err := syscall.Kill(x.containerPID(ctx, t, "default", p), syscall.SIGINT); err != nil {
-			t.Fatal(err)
-		}
-		x.podSucceeded(ctx, t, "default", p, time.Minute)
-	}
+	x.stopPerf(ctx, t, "up-tx", "up-rx")
 	sum := x.verified(ctx, t, "default", "up-rx")
 	if stall > 1 {
 		t.Errorf("the old link's receiver counted no packet for %d consecutive seconds (of %d)", stall, seconds)
