@@ -36,8 +36,9 @@ type PortConfig struct {
 	// Link names the link in port.json; default: the claim's name. Only for a claim with two
 	// socket devices (the two ends of one link).
 	Link string `json:"link,omitempty"`
-	// Settings' Role is server or client. Default for a link: the claim's first request
-	// serves, the second is the client; for a host port: client (the host data plane serves).
+	// Settings are the port's, as the annotation has them. The default role of a link's end:
+	// the claim's first request serves, the second is the client; of a host port: client (the
+	// host data plane serves).
 	ports.Settings
 	// IPs are an ip-mode port's addresses in CIDR notation (there is no IPAM under DRA): in
 	// port.json, vpp.cli and port.env, and in the claim status's networkData.
