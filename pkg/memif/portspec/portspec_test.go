@@ -1,6 +1,8 @@
 package portspec_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -158,6 +160,36 @@ func FuzzIsPortName(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		if portspec.IsPortName(s) != re.MatchString(s) {
 			t.Fatalf("IsPortName(%q) = %v, regexp says %v", s, portspec.IsPortName(s), re.MatchString(s))
+		}
+	})
+}
+
+// FuzzParse: whatever port.json holds, Parse returns an error or a spec that validates, and the
+// spec written back (as memif-cni writes it) parses to a spec written the same.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(goodSpec))
+	f.Add([]byte(strings.Replace(goodSpec, `"link":"chain-1"`, `"peer":"host"`, 1)))
+	f.Add([]byte(strings.Replace(goodSpec, `"link":"chain-1"`, `"link":"chain-1","peer":"vpp"`, 1)))
+	f.Add([]byte(strings.Replace(goodSpec, `"link":"chain-1"`, `"ips":[],"link":"chain-1"`, 1)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := portspec.Parse(data)
+		if err != nil {
+			return
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatalf("Parse(%q) accepted an invalid spec: %v", data, err)
+		}
+		out, err := json.MarshalIndent(s, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := portspec.Parse(out)
+		if err != nil {
+			t.Fatalf("Parse(%q) = %+v; written back as %s it is refused: %v", data, s, out, err)
+		}
+		// Compared as written: "ips": [] and no ips are the same port.json.
+		if again, _ := json.MarshalIndent(back, "", "  "); !bytes.Equal(again, out) {
+			t.Fatalf("Parse(%q) = %+v; written back as %s it parses to %+v", data, s, out, back)
 		}
 	})
 }
