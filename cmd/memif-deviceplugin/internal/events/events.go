@@ -89,7 +89,11 @@ func (r *Recorder) Record(typ, reason, msg string) {
 	if r == nil {
 		return
 	}
-	r.rec.Eventf(r.node, nil, typ, reason, actions[reason], "%s", truncate(msg))
+	action, ok := actions[reason]
+	if !ok {
+		action = reason // the API server refuses an Event without one
+	}
+	r.rec.Eventf(r.node, nil, typ, reason, action, "%s", truncate(msg))
 }
 
 // truncate cuts msg to the API server's note limit at a rune boundary, marked " ...".
