@@ -776,8 +776,8 @@ func TestDRAOverlay(t *testing.T) {
 	checkDRAPolicies(t, objs)
 	for _, o := range objs {
 		if r, ok := o.(*rbacv1.Role); ok && r.Name == "memifnet-dra-events" {
-			if len(r.Rules) != 1 || fmt.Sprintf("%v %v %v", r.Rules[0].APIGroups, r.Rules[0].Resources, r.Rules[0].Verbs) != "[] [events] [create]" {
-				t.Errorf("Role default/memifnet-dra-events rules %+v, want create events only", r.Rules)
+			if len(r.Rules) != 1 || fmt.Sprintf("%v %v %v", r.Rules[0].APIGroups, r.Rules[0].Resources, r.Rules[0].Verbs) != "[events.k8s.io] [events] [create patch]" {
+				t.Errorf("Role default/memifnet-dra-events rules %+v, want create and patch events.k8s.io events only", r.Rules)
 			}
 		}
 	}

@@ -258,7 +258,7 @@ func checkBindingHook(t *testing.T, conds []admissionregv1.MatchCondition, rules
 	}
 }
 
-// checkWebhookRBAC: least privilege. Reads: list pods, get nodes. Writes: Events, and only its own
+// checkWebhookRBAC: least privilege. Reads: list and watch pods, get nodes. Writes: Events, and only its own
 // Secret, Lease and configurations by name (create cannot be limited by name). With cert-manager
 // (external): no Secret or configuration writes, only reads of them by name.
 func checkWebhookRBAC(t *testing.T, objs []any, external bool) {
@@ -277,7 +277,7 @@ func checkWebhookRBAC(t *testing.T, objs []any, external bool) {
 	}
 	cr := find(t, objs, webhookName, func(r *rbacv1.ClusterRole) string { return r.Name })
 	wantCluster := []rule{
-		{"", "pods", "list", ""}, {"", "nodes", "get", ""}, {"", "events", "create,patch", ""},
+		{"", "pods", "list,watch", ""}, {"", "nodes", "get", ""}, {"", "events", "create,patch", ""},
 		{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get,update", webhookName},
 		{"admissionregistration.k8s.io", "validatingwebhookconfigurations", "get,update", webhookName},
 	}

@@ -75,7 +75,7 @@ func (x *tier3) agentClient(ctx context.Context, t *testing.T) *kubernetes.Clien
 func (x *tier3) draRBAC(ctx context.Context, t *testing.T) {
 	// Not fatal: the attacks below show what the rules allow.
 	extra, _ := x.mayOnly(ctx, t, "", "memifnet", []string{
-		"events [] [] [create]", // in namespace default only, where can-i --list looks
+		"events.events.k8s.io [] [] [create patch]", // in namespace default only, where can-i --list looks
 		"nodes [] [] [get]",
 		"resourceclaims.resource.k8s.io [] [] [get]",
 		"resourceclaims.resource.k8s.io/status [] [] [update]",

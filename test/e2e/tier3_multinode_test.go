@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -144,11 +145,18 @@ func (x *tier3) mnLinks(ctx context.Context, t *testing.T, nodes []cluster.NodeS
 			t.Errorf("kubectl memifnet links -A: %s is %+v, want its two ends on node %s", link, l, n)
 		}
 	}
-	table, _, err := x.memifnetPlugin(ctx, t, x.c.Kubeconfig(), "links", "-A")
-	if err != nil {
-		t.Fatalf("kubectl memifnet links -A: %v\n%s", err, table)
+	// kubectl's JSONPath printer over the same report.
+	names, errs, err := x.memifnetPlugin(ctx, t, x.c.Kubeconfig(), "links", "-A", "-o", `jsonpath={range .links[*]}{.namespace}/{.link}{"\n"}{end}`)
+	for link := range where {
+		if err != nil || !slices.Contains(strings.Split(names, "\n"), "default/"+link) {
+			t.Errorf("kubectl memifnet links -A -o jsonpath: no default/%s (%v)\n%s%s", link, err, names, errs)
+		}
 	}
-	x.logf("links: kubectl memifnet links -A:\n%s", table)
+	table, _, err := x.memifnetPlugin(ctx, t, x.c.Kubeconfig(), "links", "-A", "-o", "wide")
+	if err != nil || !strings.HasPrefix(table, "NAMESPACE") || !strings.Contains(strings.SplitN(table, "\n", 2)[0], "PHASES") {
+		t.Fatalf("kubectl memifnet links -A -o wide: %v\n%s", err, table)
+	}
+	x.logf("links: kubectl memifnet links -A -o wide:\n%s", table)
 	x.kubectl(ctx, t, "delete", "pods", "--all", "-n", "default", "--wait=true")
 	for _, n := range nodes {
 		x.mnNoLeftovers(ctx, t, n, false)

@@ -425,7 +425,7 @@ func (x *tier3) webhookRBAC(ctx context.Context, t *testing.T) {
 		"leases.coordination.k8s.io [] [memifnet-webhook] [get update]",
 		"mutatingwebhookconfigurations.admissionregistration.k8s.io [] [memifnet-webhook] [get update]",
 		"nodes [] [] [get]",
-		"pods [] [] [list]",
+		"pods [] [] [list watch]",
 		"secrets [] [] [create]",
 		"secrets [] [memifnet-webhook-tls] [get update]",
 		"validatingwebhookconfigurations.admissionregistration.k8s.io [] [memifnet-webhook] [get update]",

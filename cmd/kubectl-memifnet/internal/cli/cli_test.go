@@ -3,13 +3,16 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/memifnet/memifnet/cmd/kubectl-memifnet/internal/agentmetrics"
 	"github.com/memifnet/memifnet/cmd/kubectl-memifnet/internal/linkview"
@@ -70,15 +73,80 @@ ns          <host-port>   dra             hp/vswitch   host      -      client/s
 }
 
 func TestMainRefusesBadUsage(t *testing.T) {
-	for _, args := range [][]string{{}, {"bogus"}, {"explain"}, {"links", "extra"}, {"links", "-o", "yaml"}} {
+	for _, args := range [][]string{{}, {"bogus"}, {"explain"}, {"links", "extra"}, {"links", "-o", "name"}, {"links", "-o", "bogus"}, {"links", "-o", "go-template={{.}}"}, {"links", "-o", "jsonpath"}, {"links", "--no-such-flag"}} {
 		var out, errb bytes.Buffer
 		if code := Main(args, &out, &errb); code != 2 || out.Len() != 0 || errb.Len() == 0 {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
 		}
 	}
 	var out, errb bytes.Buffer
-	if code := Main([]string{"--help"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "kubectl memifnet explain POD") {
-		t.Errorf("--help: %d %q", code, errb.String())
+	if code := Main([]string{"--help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "kubectl memifnet [command]") || !strings.Contains(out.String(), "explain") {
+		t.Errorf("--help: %d %q", code, out.String())
+	}
+}
+
+// Every flag the plugin took before it moved to cobra and cli-runtime (clientcmd's override
+// flags, kubectl's) still parses, with the same shorthand (--server gained kubectl's -s).
+func TestOldFlagsStillParse(t *testing.T) {
+	old := pflag.NewFlagSet("old", pflag.ContinueOnError)
+	old.String("kubeconfig", "", "")
+	clientcmd.BindOverrideFlags(&clientcmd.ConfigOverrides{}, old, clientcmd.RecommendedConfigOverrideFlags(""))
+	old.BoolP("all-namespaces", "A", false, "")
+	old.StringP("output", "o", "", "")
+	old.String("agent-namespace", "", "")
+	old.Duration("rate-interval", 0, "")
+	old.Duration("timeout", 0, "")
+	root := newRoot(io.Discard, io.Discard)
+	fs := root.PersistentFlags()
+	old.VisitAll(func(f *pflag.Flag) {
+		n := fs.Lookup(f.Name)
+		if n == nil {
+			t.Errorf("--%s is gone", f.Name)
+		} else if f.Shorthand != "" && n.Shorthand != f.Shorthand {
+			t.Errorf("--%s: shorthand %q, was %q", f.Name, n.Shorthand, f.Shorthand)
+		}
+	})
+}
+
+// -o json, yaml, jsonpath and wide: the report through kubectl's printers, as it is (no kind or
+// apiVersion is added), and the wide table's extra columns.
+func TestOutputFormats(t *testing.T) {
+	host := linkview.Link{Namespace: "ns", Host: true, Backend: linkview.BackendDRA, Claim: "c", Status: linkview.StatusPending,
+		Ends: []linkview.End{{Pod: "hp", Port: "vswitch", Role: "client", Phase: "Pending"}, {Role: "server"}}}
+	report := struct {
+		Links []linkview.Link `json:"links"`
+	}{[]linkview.Link{link(), host}}
+	for format, want := range map[string]string{
+		"json":                                 "{\n    \"links\": [\n        {\n            \"namespace\": \"ns\",",
+		"yaml":                                 "links:\n- backend: device-plugin\n",
+		"jsonpath={.links[*].link}":            "l ",
+		"jsonpath-as-json={.links[*].backend}": "[\n    \"device-plugin\",\n    \"dra\"\n]",
+	} {
+		var o opts
+		p, err := outputPrinter(format, "", &o)
+		if err != nil {
+			t.Fatalf("-o %s: %v", format, err)
+		}
+		var out bytes.Buffer
+		e := &env{printer: p, out: &out}
+		if err := e.print(report); err != nil {
+			t.Fatalf("-o %s: %v", format, err)
+		}
+		if !strings.HasPrefix(out.String(), want) || strings.Contains(out.String(), "apiVersion") {
+			t.Errorf("-o %s:\n%s\nwant it to begin %q", format, out.String(), want)
+		}
+	}
+	var out bytes.Buffer
+	e := &env{opts: opts{wide: true}, out: &out, errw: &out}
+	if err := printLinks(e, []linkview.Link{link(), host}); err != nil {
+		t.Fatal(err)
+	}
+	want := `LINK          BACKEND         END-A        END-B     NODE   ROLES           STATUS    STATE   PPS-AB   PPS-BA   DROPS   PHASES      CLAIM
+l             device-plugin   rx/east      tx/west   n1     server/-        Wired     -       -        -        -       -/-         -
+<host-port>   dra             hp/vswitch   host      -      client/server   Pending   -       -        -        -       Pending/-   c
+`
+	if out.String() != want {
+		t.Errorf("-o wide: got\n%s\nwant\n%s", out.String(), want)
 	}
 }
 

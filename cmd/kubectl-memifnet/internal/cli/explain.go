@@ -41,8 +41,8 @@ func runExplain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	fs := explain.Explain(in)
-	if e.output == "json" {
-		return writeJSON(e, struct {
+	if e.printer != nil {
+		return e.print(struct {
 			Namespace string            `json:"namespace"`
 			Pod       string            `json:"pod"`
 			Findings  []explain.Finding `json:"findings"`

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -27,8 +26,8 @@ func runLinks(ctx context.Context, e *env, _ []string) error {
 	}
 	links := linkview.Links(pods, claims)
 	e.addMetrics(ctx, links)
-	if e.output == "json" {
-		return writeJSON(e, struct {
+	if e.printer != nil {
+		return e.print(struct {
 			Links []linkview.Link `json:"links"`
 		}{append([]linkview.Link{}, links...)})
 	}
@@ -108,12 +107,6 @@ func ApplyMetrics(l *linkview.Link, a agentmetrics.Snapshot, b *agentmetrics.Sna
 	}
 }
 
-func writeJSON(e *env, v any) error {
-	enc := json.NewEncoder(e.out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 // endName is "pod/port", "host" for the host data plane, or "<none>" for a missing pod.
 func endName(end linkview.End, host bool) string {
 	switch {
@@ -130,6 +123,9 @@ func printLinks(e *env, links []linkview.Link) error {
 	hdr := []string{"LINK", "BACKEND", "END-A", "END-B", "NODE", "ROLES", "STATUS", "STATE", "PPS-AB", "PPS-BA", "DROPS"}
 	if e.allNamespaces {
 		hdr = append([]string{"NAMESPACE"}, hdr...)
+	}
+	if e.wide {
+		hdr = append(hdr, "PHASES", "CLAIM")
 	}
 	t.row(hdr...)
 	for _, l := range links {
@@ -148,6 +144,9 @@ func printLinks(e *env, links []linkview.Link) error {
 			dash(a.Role) + "/" + dash(b.Role), l.Status, dash(l.State), pps(a, b), pps(b, a), drops(a, b)}
 		if e.allNamespaces {
 			row = append([]string{l.Namespace}, row...)
+		}
+		if e.wide {
+			row = append(row, dash(a.Phase)+"/"+dash(b.Phase), dash(l.Claim))
 		}
 		t.row(row...)
 	}

@@ -44,8 +44,8 @@ func runNode(ctx context.Context, e *env, args []string) error {
 	} else {
 		rep.AddAgentEvents(evs)
 	}
-	if e.output == "json" {
-		return writeJSON(e, rep)
+	if e.printer != nil {
+		return e.print(rep)
 	}
 	return printNode(e, rep)
 }

@@ -73,7 +73,7 @@ func runPorts(ctx context.Context, e *env, args []string) error {
 	rows := PodPortRows(in.Pod, links)
 	_, annErr := linkview.PodPorts(in.Pod)
 	evs := memifEvents(in.Events)
-	if e.output == "json" {
+	if e.printer != nil {
 		v := struct {
 			Namespace  string         `json:"namespace"`
 			Pod        string         `json:"pod"`
@@ -86,7 +86,7 @@ func runPorts(ctx context.Context, e *env, args []string) error {
 		if annErr != nil {
 			v.Annotation = annErr.Error()
 		}
-		return writeJSON(e, v)
+		return e.print(v)
 	}
 	// status.phase is free text to whoever may write pods/status (no enum is enforced): cleaned
 	// like every other string from the cluster.

@@ -296,8 +296,8 @@ func (d *Daemon) startDRA(ctx context.Context) error {
 		return err
 	}
 	d.draDriver.Store(p)
-	rec := events.Recorder{Client: client, Node: d.opts.NodeName, Component: d.opts.Config.DRA.Driver(), Log: d.opts.Log}
-	d.goRun(func() { d.reportDevices(ctx, rec) })
+	rec := events.NewRecorder(client, d.opts.NodeName, d.opts.Config.DRA.Driver(), d.opts.Log)
+	d.goRun(func() { defer rec.Shutdown(); d.reportDevices(ctx, rec) })
 	d.opts.Log.Info("dra: kubelet plugin started", "driver", d.opts.Config.DRA.Driver(), "node", d.opts.NodeName)
 	return nil
 }
@@ -305,7 +305,7 @@ func (d *Daemon) startDRA(ctx context.Context) error {
 // reportDevices records an Event per transition of the device plugin's devices (a unit withheld
 // or back, a device out of service for a failed scrub or back; the DRA driver records its own),
 // checking every health interval until ctx ends.
-func (d *Daemon) reportDevices(ctx context.Context, rec events.Recorder) {
+func (d *Daemon) reportDevices(ctx context.Context, rec *events.Recorder) {
 	t := time.NewTicker(d.opts.HealthInterval)
 	defer t.Stop()
 	for {
@@ -315,7 +315,7 @@ func (d *Daemon) reportDevices(ctx context.Context, rec events.Recorder) {
 		case <-t.C:
 		}
 		for _, r := range d.resources {
-			rec.Transitions(ctx, r.Tracker().Drain())
+			rec.Transitions(r.Tracker().Drain())
 		}
 	}
 }

@@ -44,7 +44,9 @@ func TestAttackUnscrubbableSlot(t *testing.T) {
 	reported := make(chan struct{})
 	go func() {
 		defer close(reported)
-		d.reportDevices(ctx, events.Recorder{Client: client, Node: "node-a", Component: "memifnet.io"})
+		rec := events.NewRecorder(client, "node-a", "memifnet.io", nil)
+		defer rec.Shutdown()
+		d.reportDevices(ctx, rec)
 	}()
 	t.Cleanup(func() { cancel(); <-reported })
 	const id = "slot-001"

@@ -84,7 +84,9 @@ func TestHeldUnitsAreWithheld(t *testing.T) {
 	reported := make(chan struct{})
 	go func() {
 		defer close(reported)
-		d.reportDevices(ctx, events.Recorder{Client: client, Node: "node-a", Component: "memifnet.io"})
+		rec := events.NewRecorder(client, "node-a", "memifnet.io", nil)
+		defer rec.Shutdown()
+		d.reportDevices(ctx, rec)
 	}()
 	t.Cleanup(func() { cancel(); <-reported })
 
@@ -146,12 +148,13 @@ func TestHeldUnitsAreWithheld(t *testing.T) {
 
 func nodeEvents(t *testing.T, c *fake.Clientset, reason string) []corev1.Event {
 	t.Helper()
-	l, err := c.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{})
+	// The recorder writes events.k8s.io/v1, which the fake keeps apart from core/v1's Events.
+	l, err := c.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
 	must(t, err)
 	var out []corev1.Event
 	for _, ev := range l.Items {
-		if ev.Reason == reason && ev.InvolvedObject.Kind == "Node" && ev.InvolvedObject.Name == "node-a" {
-			out = append(out, ev)
+		if ev.Reason == reason && ev.Regarding.Kind == "Node" && ev.Regarding.Name == "node-a" {
+			out = append(out, corev1.Event{Type: ev.Type, Reason: ev.Reason, Message: ev.Note, InvolvedObject: ev.Regarding})
 		}
 	}
 	return out

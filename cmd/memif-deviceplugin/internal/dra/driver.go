@@ -19,6 +19,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/observe/events"
 	"github.com/memifnet/memifnet/pkg/memif/portstatus"
 )
 
@@ -29,6 +30,7 @@ type Driver struct {
 	state  *DeviceState
 	client kubernetes.Interface
 	log    *slog.Logger
+	events *events.Recorder // nil: no Events
 	helper *kubeletplugin.Helper
 	// publish replaces the node's ResourceSlices (the helper's PublishResources).
 	publish func(context.Context, resourceslice.DriverResources) error
@@ -43,8 +45,8 @@ type Driver struct {
 // and the driver's socket in plugins/<driver>/), publishes the node's devices, and re-checks
 // withheld units until ctx ends.
 func Start(ctx context.Context, state *DeviceState, client kubernetes.Interface) (*Driver, error) {
-	d := &Driver{state: state, client: client, log: state.opts.Log}
 	opts := state.opts
+	d := &Driver{state: state, client: client, log: opts.Log}
 	dataDir := filepath.Join(opts.KubeletDir, "plugins", opts.DriverName)
 	if err := os.MkdirAll(dataDir, 0o750); err != nil { // the helper listens there, it does not make it
 		return nil, fmt.Errorf("dra: %w", err)
@@ -61,8 +63,10 @@ func Start(ctx context.Context, state *DeviceState, client kubernetes.Interface)
 	}
 	d.helper = h
 	d.publish = h.PublishResources
+	d.events = events.NewRecorder(client, opts.NodeName, opts.DriverName, opts.Log)
 	if err := d.publishUnits(ctx); err != nil {
 		h.Stop()
+		d.events.Shutdown()
 		return nil, fmt.Errorf("dra: publish resource slices: %w", err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
@@ -78,6 +82,7 @@ func Start(ctx context.Context, state *DeviceState, client kubernetes.Interface)
 func (d *Driver) Stop() {
 	d.stopWatch()
 	d.helper.Stop()
+	d.events.Shutdown()
 }
 
 // Registered is true once the kubelet accepted the registration.

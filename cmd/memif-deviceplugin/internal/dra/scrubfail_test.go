@@ -29,7 +29,7 @@ func TestUnprepareWithUnscrubbableSlot(t *testing.T) {
 	d := e.deviceState(t)
 	client := fake.NewClientset()
 	pub := &publisher{}
-	p := &Driver{state: d, client: client, log: d.opts.Log, publish: pub.publish}
+	p := &Driver{state: d, client: client, log: d.opts.Log, publish: pub.publish, events: recorder(t, client, d.opts.Log)}
 	ctx := context.Background()
 	if err := p.publishUnits(ctx); err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestUnprepareWithUnscrubbableSlot(t *testing.T) {
 	}
 	failedEvents := func() {
 		t.Helper()
-		evs := eventsOf(t, client, events.ReasonScrubFailed)
+		evs := awaitEvents(t, client, events.ReasonScrubFailed)
 		if len(evs) != 1 || !strings.Contains(evs[0].Message, bad) || !strings.Contains(evs[0].Message, "remove device-info") ||
 			evs[0].InvolvedObject.Kind != "Node" || evs[0].InvolvedObject.Name != testNode {
 			t.Errorf("scrub failed events: %+v, want one naming %s and the error", evs, bad)
@@ -128,7 +128,7 @@ memifnet_devices_out_of_service{backend="dra",resource="memifnet.io/socket",stat
 	if !pub.has(bad) || len(d.ScrubFailures()) != 0 {
 		t.Fatalf("after the cause is gone: in the slices %v, failures %v", pub.has(bad), d.ScrubFailures())
 	}
-	if evs := eventsOf(t, client, events.ReasonRecovered); len(evs) != 1 || !strings.Contains(evs[0].Message, bad) {
+	if evs := awaitEvents(t, client, events.ReasonRecovered); len(evs) != 1 || !strings.Contains(evs[0].Message, bad) {
 		t.Errorf("recovered events: %+v", evs)
 	}
 	if ents, err := os.ReadDir(e.slots.Dir(bad)); err != nil || len(ents) != 0 {
@@ -149,7 +149,7 @@ func TestUnprepareWithUnscrubbableUnit(t *testing.T) {
 	d := e.deviceState(t)
 	client := fake.NewClientset()
 	pub := &publisher{}
-	p := &Driver{state: d, client: client, log: d.opts.Log, publish: pub.publish}
+	p := &Driver{state: d, client: client, log: d.opts.Log, publish: pub.publish, events: recorder(t, client, d.opts.Log)}
 	ctx := context.Background()
 	if err := p.publishUnits(ctx); err != nil {
 		t.Fatal(err)
@@ -174,14 +174,14 @@ func TestUnprepareWithUnscrubbableUnit(t *testing.T) {
 	if w := d.Withheld(); len(w) != 0 {
 		t.Errorf("withheld %v, want none (the scrub failed, no tenant holds the unit)", w)
 	}
-	if evs := eventsOf(t, client, events.ReasonScrubFailed); len(evs) != 1 || !strings.Contains(evs[0].Message, bad) {
+	if evs := awaitEvents(t, client, events.ReasonScrubFailed); len(evs) != 1 || !strings.Contains(evs[0].Message, bad) {
 		t.Errorf("scrub failed events: %+v", evs)
 	}
 	if err := os.RemoveAll(path); err != nil {
 		t.Fatal(err)
 	}
 	p.SyncUnits(ctx)
-	if !pub.has(bad) || len(eventsOf(t, client, events.ReasonRecovered)) != 1 {
+	if !pub.has(bad) || len(awaitEvents(t, client, events.ReasonRecovered)) != 1 {
 		t.Fatalf("after the cause is gone: in the slices %v, events %+v", pub.has(bad), eventsOf(t, client, events.ReasonRecovered))
 	}
 	if _, err := d.Prepare(claim("uid-b", "b", []alloc{{"mem", bad}})); err != nil {

@@ -310,19 +310,19 @@ func cdiName(uid string) string { return "memifnet.io-claim_" + uid }
 func (d *DeviceState) writeCDI(plan PreparedClaim) error {
 	spec := cdi.Spec{Kind: CDIKind}
 	for _, dev := range plan.Devices {
-		var e cdi.Edits
+		var e cdi.ContainerEdits
 		switch dev.Kind {
 		case KindSocket:
 			// rbind: the link directory is a mount on <slot>/link; a plain bind would show the
 			// container the empty directory beneath it.
-			e.Mounts = []cdi.Mount{{HostPath: d.opts.Slots.Dir(dev.Name), ContainerPath: names.ContainerDir + "/" + dev.Name, Options: []string{"rbind", "rw"}}}
+			e.Mounts = []*cdi.Mount{{HostPath: d.opts.Slots.Dir(dev.Name), ContainerPath: names.ContainerDir + "/" + dev.Name, Options: []string{"rbind", "rw"}}}
 			e.Env = []string{names.EnvSockets + "=" + dev.Name}
 		case KindHugepage:
 			cpath := names.ContainerPoolsDir + "/" + dev.Name
-			e.Mounts = []cdi.Mount{{HostPath: d.units[dev.Name].Units.Path(dev.Name), ContainerPath: cpath, Options: []string{"bind", "rw"}}}
+			e.Mounts = []*cdi.Mount{{HostPath: d.units[dev.Name].Units.Path(dev.Name), ContainerPath: cpath, Options: []string{"bind", "rw"}}}
 			e.Env = []string{names.EnvPools + "=" + cpath}
 		}
-		spec.Devices = append(spec.Devices, cdi.Device{Name: plan.UID + "-" + dev.Name, Edits: e})
+		spec.Devices = append(spec.Devices, cdi.Device{Name: plan.UID + "-" + dev.Name, ContainerEdits: e})
 	}
 	return d.opts.CDI.WriteNamed(cdiName(plan.UID), spec)
 }

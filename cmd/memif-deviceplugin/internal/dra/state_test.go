@@ -217,11 +217,11 @@ func TestPrepareLink(t *testing.T) {
 	if spec.Kind != CDIKind || len(spec.Devices) != 2 || spec.Devices[0].Name != "uid-1-dra-slot-000" {
 		t.Fatalf("CDI spec: %s", b)
 	}
-	m := spec.Devices[1].Edits.Mounts
+	m := spec.Devices[1].ContainerEdits.Mounts
 	if len(m) != 1 || m[0].HostPath != e.slots.Dir("dra-slot-001") || m[0].ContainerPath != "/run/memifnet/dra-slot-001" || !slices.Contains(m[0].Options, "rbind") {
 		t.Errorf("CDI mounts of west: %+v", m)
 	}
-	if env := spec.Devices[1].Edits.Env; !slices.Equal(env, []string{"MEMIFNET_SOCKETS=dra-slot-001"}) {
+	if env := spec.Devices[1].ContainerEdits.Env; !slices.Equal(env, []string{"MEMIFNET_SOCKETS=dra-slot-001"}) {
 		t.Errorf("CDI env of west: %q", env)
 	}
 

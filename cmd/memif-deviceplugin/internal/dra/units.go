@@ -5,8 +5,6 @@ import (
 	"maps"
 	"slices"
 	"time"
-
-	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/observe/events"
 )
 
 // WatchUnits re-checks the withheld units and the devices whose scrub failed every interval
@@ -60,10 +58,6 @@ func (d *Driver) publishLocked(ctx context.Context) error {
 		return err
 	}
 	d.version = v
-	d.events().Transitions(ctx, d.state.track.Drain())
+	d.events.Transitions(d.state.track.Drain())
 	return nil
-}
-
-func (d *Driver) events() events.Recorder {
-	return events.Recorder{Client: d.client, Node: d.state.opts.NodeName, Component: d.state.opts.DriverName, Log: d.log}
 }

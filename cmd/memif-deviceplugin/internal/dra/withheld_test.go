@@ -71,19 +71,35 @@ func slicesHave(r resourceslice.DriverResources, device string) bool {
 	return false
 }
 
+// eventsOf is the Events of reason on the node, as kubectl reads them through core/v1 (the fake
+// client keeps the events.k8s.io/v1 objects the recorder writes apart: they are converted here).
 func eventsOf(t *testing.T, c *fake.Clientset, reason string) []corev1.Event {
 	t.Helper()
-	l, err := c.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
+	l, err := c.EventsV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []corev1.Event
 	for _, ev := range l.Items {
 		if ev.Reason == reason {
-			out = append(out, ev)
+			out = append(out, corev1.Event{Type: ev.Type, Reason: ev.Reason, Message: ev.Note, InvolvedObject: ev.Regarding})
 		}
 	}
 	return out
+}
+
+// awaitEvents is eventsOf once there is one (the recorder sends in the background).
+func awaitEvents(t *testing.T, c *fake.Clientset, reason string) []corev1.Event {
+	t.Helper()
+	testutil.Eventually(t, 5*time.Second, "an Event "+reason, func() bool { return len(eventsOf(t, c, reason)) > 0 })
+	return eventsOf(t, c, reason)
+}
+
+// recorder is the driver's Event recorder on the fake client, shut down at the test's end.
+func recorder(t *testing.T, c *fake.Clientset, log *slog.Logger) *events.Recorder {
+	r := events.NewRecorder(c, testNode, "memifnet.io", log)
+	t.Cleanup(r.Shutdown)
+	return r
 }
 
 // TestUnprepareWithHeldUnits plays two pods whose claims each had a hugepage unit, passed on to
@@ -98,7 +114,7 @@ func TestUnprepareWithHeldUnits(t *testing.T) {
 	d := e.deviceState(t)
 	client := fake.NewClientset()
 	pub := &publisher{}
-	p := &Driver{state: d, client: client, log: d.opts.Log, publish: pub.publish}
+	p := &Driver{state: d, client: client, log: d.opts.Log, publish: pub.publish, events: recorder(t, client, d.opts.Log)}
 	if err := p.publishUnits(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +140,7 @@ func TestUnprepareWithHeldUnits(t *testing.T) {
 		t.Errorf("published slices: withheld unit present %v, others %v %v; want it alone left out",
 			pub.has(held), pub.has("drapool-n0-000"), pub.has("drapool-n0-002"))
 	}
-	evs := eventsOf(t, client, events.ReasonUnitWithheld)
+	evs := awaitEvents(t, client, events.ReasonUnitWithheld)
 	if len(evs) != 1 || !strings.Contains(evs[0].Message, held) || evs[0].InvolvedObject.Kind != "Node" || evs[0].InvolvedObject.Name != testNode {
 		t.Errorf("withheld events: %+v", evs)
 	} else if pid := "pid " + strconv.Itoa(holders[1].Pid); !strings.Contains(evs[0].Message, pid) {

@@ -15,7 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/memifnet/memifnet/cmd/internal/eventreason"
@@ -82,16 +86,68 @@ func socketLimits(pod *corev1.Pod) int64 {
 	return n
 }
 
+// PendingSelector selects the pods the scheduler has not placed: the only ones explained, and
+// the only ones the Explainer's informer lists, watches and keeps.
+const PendingSelector = "spec.nodeName=,status.phase=Pending"
+
 // Explainer looks at pending link pods and records Events.
 type Explainer struct {
 	Client   kubernetes.Interface
 	Recorder record.EventRecorder
 	Log      *slog.Logger
 	told     map[string]string // pod UID -> last message, so an Event is recorded once per change
+	pending  corelisters.PodLister
+	stuck    chan struct{} // a link pod the scheduler gave up on changed: pass now
 }
 
-// Loop runs Pass every interval until ctx ends.
+// Start lists and then watches the unplaced pods (an informer: one LIST, then a WATCH, instead of
+// a cluster-wide LIST every pass) and returns once its cache is filled; it runs until ctx ends.
+func (e *Explainer) Start(ctx context.Context) error {
+	inf := coreinformers.NewFilteredPodInformer(e.Client, metav1.NamespaceAll, 0, cache.Indexers{},
+		func(o *metav1.ListOptions) { o.FieldSelector = PendingSelector })
+	// The cache holds every unplaced pod of the cluster: keep what Pass reads, drop the rest.
+	if err := inf.SetTransform(slim); err != nil {
+		return err
+	}
+	e.stuck = make(chan struct{}, 1)
+	poke := func(obj any) {
+		if pod, ok := obj.(*corev1.Pod); ok && pod.Annotations[names.PortsAnnotation] != "" {
+			if _, stuck := Unschedulable(pod); stuck {
+				select {
+				case e.stuck <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, obj any) { poke(obj) }}); err != nil {
+		return err
+	}
+	go inf.Run(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return fmt.Errorf("watching pending pods: %w", ctx.Err())
+	}
+	e.pending = corelisters.NewPodLister(inf.GetIndexer())
+	return nil
+}
+
+// slim drops the managed fields of a cached pod (often its largest part; Pass never reads them).
+func slim(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// Loop starts the informer and runs Pass over its cache when a stuck link pod changes and every
+// interval (a peer's node fills or empties without the pending pod changing) until ctx ends.
 func (e *Explainer) Loop(ctx context.Context, interval time.Duration) {
+	if err := e.Start(ctx); err != nil {
+		if ctx.Err() == nil {
+			e.Log.Error("explaining pending link pods", "err", err)
+		}
+		return
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -102,24 +158,25 @@ func (e *Explainer) Loop(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-e.stuck:
 		}
 	}
 }
 
-// Pass explains every unschedulable link pod once per distinct reason.
+// Pass explains every unschedulable link pod once per distinct reason; it reads the pending pods
+// from Start's cache.
 func (e *Explainer) Pass(ctx context.Context) error {
 	if e.told == nil {
 		e.told = map[string]string{}
 	}
-	pods, err := e.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending,spec.nodeName="})
+	pods, err := e.pending.List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("listing pending pods: %w", err)
 	}
 	peersOf := admission.APIPeers(e.Client)
 	nodes := map[string]Slots{}
 	live := map[string]bool{}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
+	for _, pod := range pods {
 		live[string(pod.UID)] = true
 		if _, stuck := Unschedulable(pod); !stuck {
 			continue

@@ -81,8 +81,8 @@ func New(p Provider, led *ledger.Ledger, log *slog.Logger, cdiWriter *cdi.Writer
 			if m.ReadOnly {
 				opts[1] = "ro"
 			}
-			spec.Devices = append(spec.Devices, cdi.Device{Name: u.ID, Edits: cdi.Edits{
-				Mounts: []cdi.Mount{{HostPath: m.Host, ContainerPath: m.Container, Options: opts}},
+			spec.Devices = append(spec.Devices, cdi.Device{Name: u.ID, ContainerEdits: cdi.ContainerEdits{
+				Mounts: []*cdi.Mount{{HostPath: m.Host, ContainerPath: m.Container, Options: opts}},
 			}})
 		}
 		if err := cdiWriter.Write(spec); err != nil {

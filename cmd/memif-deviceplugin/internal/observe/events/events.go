@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
+	"unicode/utf8"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 
 	"github.com/memifnet/memifnet/cmd/internal/eventreason"
 	"github.com/memifnet/memifnet/cmd/memif-deviceplugin/internal/device"
@@ -32,48 +35,88 @@ const (
 	ReasonRecovered   = eventreason.Recovered
 )
 
-// Recorder records Events on the node's Node object, in namespace default (where the kubelet
-// records its own). A nil Client records nothing.
-type Recorder struct {
-	Client    kubernetes.Interface
-	Node      string
-	Component string // e.g. memifnet.io
-	Log       *slog.Logger
+// actions says what the agent was doing when it saw each reason (events.k8s.io/v1 asks for one).
+var actions = map[string]string{
+	ReasonUnitWithheld: "Scrub", ReasonUnitRefilled: "Refill",
+	ReasonScrubFailed: "Scrub", ReasonRecovered: "Scrub",
 }
 
-// Record records one Event; a failure is logged (the log has the same news).
-func (r Recorder) Record(ctx context.Context, typ, reason, msg string) {
-	if r.Client == nil {
+// noteLimit is the API server's limit on an Event's note (message) in events.k8s.io/v1: a longer
+// one is refused, and the Event lost.
+const noteLimit = 1024
+
+// Recorder records Events on the node's Node object, in namespace default (where the kubelet
+// records its own), through client-go's events recorder (events.k8s.io/v1): it sends them in the
+// background, retries while the API server is unreachable, and turns an Event repeated within 6
+// minutes into a series on one object instead of a new object each time. A nil *Recorder
+// records nothing.
+type Recorder struct {
+	rec  events.EventRecorder
+	node *corev1.ObjectReference
+	stop func()
+}
+
+// NewRecorder starts a recorder for node as component (the reporting controller, e.g. the DRA
+// driver's name); it returns nil for a nil client. The sink's failures go to log.
+func NewRecorder(client kubernetes.Interface, node, component string, log *slog.Logger) *Recorder {
+	if client == nil {
+		return nil
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.FromSlogHandler(log.Handler())))
+	bc := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	// Cannot fail: it fails only when the broadcaster was shut down.
+	_ = bc.StartRecordingToSinkWithContext(ctx)
+	return &Recorder{
+		rec: bc.NewRecorder(scheme.Scheme, component),
+		// A Node's UID is its name to the kubelet's Events too: no GET of the Node for it.
+		node: &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node, UID: types.UID(node)},
+		stop: func() { bc.Shutdown(); cancel() },
+	}
+}
+
+// Shutdown stops the recorder; Events not yet sent are dropped.
+func (r *Recorder) Shutdown() {
+	if r != nil {
+		r.stop()
+	}
+}
+
+// Record records one Event; the recorder sends it in the background.
+func (r *Recorder) Record(typ, reason, msg string) {
+	if r == nil {
 		return
 	}
-	now := metav1.NewTime(time.Now())
-	ev := &corev1.Event{
-		// Named as client-go's recorder names events: the object and a timestamp.
-		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", r.Node, now.UnixNano()), Namespace: metav1.NamespaceDefault},
-		InvolvedObject:      corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: r.Node, UID: types.UID(r.Node)},
-		Reason:              reason,
-		Message:             msg,
-		Type:                typ,
-		Source:              corev1.EventSource{Component: r.Component, Host: r.Node},
-		FirstTimestamp:      now,
-		LastTimestamp:       now,
-		Count:               1,
-		ReportingController: r.Component,
-		ReportingInstance:   r.Node,
+	action, ok := actions[reason]
+	if !ok {
+		action = reason // the API server refuses an Event without one
 	}
-	if _, err := r.Client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil && r.Log != nil {
-		r.Log.Warn("cannot record event", "reason", reason, "err", err)
+	r.rec.Eventf(r.node, nil, typ, reason, action, "%s", truncate(msg))
+}
+
+// truncate cuts msg to the API server's note limit at a rune boundary, marked " ...".
+func truncate(msg string) string {
+	if len(msg) <= noteLimit {
+		return msg
 	}
+	const mark = " ..."
+	cut := noteLimit - len(mark)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + mark
 }
 
 // Transitions records one Event per transition of a device tracker (device.Tracker): a unit
 // withheld or refilled, a device whose scrub failed or that a retried scrub brought back. The
 // messages begin "unit <id> " and "device <id> " (kubectl memifnet node keys on them); a
 // device's shows whose it is ("device plugin memifnet.io/socket", "DRA").
-func (r Recorder) Transitions(ctx context.Context, trs []device.Transition) {
+func (r *Recorder) Transitions(trs []device.Transition) {
 	for _, tr := range trs {
 		typ, reason, msg := describe(tr)
-		r.Record(ctx, typ, reason, msg)
+		r.Record(typ, reason, msg)
 	}
 }
 
