@@ -34,7 +34,9 @@ const mnLinks = 10
 // from its agent through the API server; taking node 2's label away drains memifnet from it,
 // labelling it again brings it back; a full node holds a link's second pod Pending with the
 // webhook's reason (Full); `kubectl drain` brings Deployment and StatefulSet links back together
-// on the other node (Drain); the chart installs, upgrades and uninstalls as `kubectl apply -k`
+// on the other node (Drain); a lost node's Deployment and StatefulSet links come back together on
+// the other node after the out-of-service taint, and the node, back, keeps nothing of them
+// (NodeLoss); the chart installs, upgrades and uninstalls as `kubectl apply -k`
 // does (Helm). See docs/e2e.md, "Several nodes".
 func TestTier3MultiNode(t *testing.T) {
 	testutil.RequireRoot(t, "the cluster tier (mounts, network namespaces, cgroups, iptables)")
@@ -53,6 +55,7 @@ func TestTier3MultiNode(t *testing.T) {
 		{"Relabel", x.mnRelabel},
 		{"Full", x.mnFull},
 		{"Drain", x.mnDrain},
+		{"NodeLoss", x.mnNodeLoss},
 		{"Helm", x.mnHelm},
 	} {
 		if !t.Run(st.name, func(t *testing.T) { st.fn(ctx, t, nodes) }) {
