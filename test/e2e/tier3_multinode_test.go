@@ -185,8 +185,14 @@ func (x *tier3) mnRates(ctx context.Context, t *testing.T, nodes []cluster.NodeS
 // slots and pools may stay) or, with all, nothing of memifnet (mnLeftovers).
 func (x *tier3) mnNoLeftovers(ctx context.Context, t *testing.T, n cluster.NodeSpec, all bool) {
 	t.Helper()
+	x.mnNoLeftoversWithin(ctx, t, n, all, 90*time.Second)
+}
+
+// mnNoLeftoversWithin is mnNoLeftovers waiting up to timeout.
+func (x *tier3) mnNoLeftoversWithin(ctx context.Context, t *testing.T, n cluster.NodeSpec, all bool, timeout time.Duration) {
+	t.Helper()
 	var left []string
-	err := node.Poll(ctx, 90*time.Second, "node "+n.Name+" clean", func() (bool, error) {
+	err := node.Poll(ctx, timeout, "node "+n.Name+" clean", func() (bool, error) {
 		var err error
 		left, err = x.mnLeftovers(n, all)
 		return len(left) == 0, err
