@@ -5,6 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -63,8 +66,13 @@ func (x *tier3) mnNodeLoss(ctx context.Context, t *testing.T, nodes []cluster.No
 	t0 := time.Now()
 	old := x.mnPairsOn(ctx, t, lost.Name, nil)
 	x.logf("node loss: %d pairs running on %s with verified traffic %.1fs after apply", len(mnDrainPairs), lost.Name, time.Since(t0).Seconds())
-	if left, err := x.mnLeftovers(lost, false); err != nil || len(left) == 0 {
+	left, err := x.mnLeftovers(lost, false)
+	if err != nil || len(left) == 0 {
 		t.Fatalf("node %s shows no attachment of the running pairs (%v): the leftover check sees nothing", lost.Name, err)
+	}
+	slots := heldSlots(left)
+	if dirty, err := x.mnDirtyInLedger(lost, slots); err != nil || len(slots) != 2*len(mnDrainPairs) || len(dirty) != len(slots) {
+		t.Fatalf("the pairs' slots %v, of which %v handed out in %s's agent's ledger (%v): the ledger check sees nothing", slots, dirty, lost.Name, err)
 	}
 	x.kubectl(ctx, t, "uncordon", to.Name)
 
@@ -95,7 +103,7 @@ func (x *tier3) mnNodeLoss(ctx context.Context, t *testing.T, nodes []cluster.No
 	if err != nil {
 		t.Fatal(err)
 	}
-	x.logf("node loss: %s back holding %d entries of the pods that left:\n  %s", lost.Name, len(held), strings.Join(held, "\n  "))
+	x.logf("node loss: %s back holding what the pods that left held: %s", lost.Name, leftoverKinds(held))
 	x.waitAgents(ctx, t, lost.Name, 1)
 	x.logf("node loss: %s's agent Running and ready %.1fs after the node came back", lost.Name, time.Since(t1).Seconds())
 	// The dead pods' sandboxes are removed (CNI DEL: memif-cni drops its records) by the
@@ -103,6 +111,14 @@ func (x *tier3) mnNodeLoss(ctx context.Context, t *testing.T, nodes []cluster.No
 	// slots once PodResources no longer lists them.
 	x.mnNoLeftoversWithin(ctx, t, lost, false, 3*time.Minute)
 	x.logf("node loss: nothing left on %s of the pods that left, %.1fs after the node came back", lost.Name, time.Since(t1).Seconds())
+	var dirty []string
+	if err := node.Poll(ctx, 2*time.Minute, "the pairs' slots scrubbed by "+lost.Name+"'s agent", func() (bool, error) {
+		dirty, err = x.mnDirtyInLedger(lost, slots)
+		return err == nil && len(dirty) == 0, err
+	}); err != nil {
+		t.Fatalf("%v: %v still handed out", err, dirty)
+	}
+	x.logf("node loss: %s's agent scrubbed the %d slots the pods that left held (%v), %.1fs after the node came back", lost.Name, len(slots), slots, time.Since(t1).Seconds())
 	x.mnAllFree(ctx, t, lost.Name)
 	x.mnLossNewLink(ctx, t, lost.Name)
 	x.logf("node loss: a new link on %s passed verified traffic %.1fs after the node came back", lost.Name, time.Since(t1).Seconds())
@@ -233,4 +249,78 @@ func (x *tier3) mnLossNewLink(ctx context.Context, t *testing.T, nodeName string
 		x.podSucceeded(ctx, t, "default", p, 3*time.Minute)
 		x.verified(ctx, t, "default", p)
 	}
+}
+
+// heldSlots is the slots of the port files among leftovers (mnLeftovers).
+func heldSlots(left []string) []string {
+	var out []string
+	for _, l := range left {
+		if p, ok := strings.CutPrefix(l, "file "); ok && filepath.Base(p) == names.PortFile {
+			out = append(out, filepath.Base(filepath.Dir(p)))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// leftoverKinds counts leftovers (mnLeftovers) by kind: port files, link mounts, link
+// directories' files, store records, device-info files.
+func leftoverKinds(left []string) string {
+	kinds := map[string]int{}
+	for _, l := range left {
+		k := "other"
+		switch {
+		case strings.HasPrefix(l, "mount "):
+			k = "link mounts"
+		case strings.HasSuffix(l, "/"+names.PortFile):
+			k = "port files"
+		case strings.Contains(l, "/devinfo/"):
+			k = "device-info files"
+		case strings.Contains(l, "/"+names.StoreSubdir+"/"):
+			k = "store files"
+		case strings.Contains(l, "/"+names.LinksSubdir+"/"):
+			k = "link directory files"
+		}
+		kinds[k]++
+	}
+	var parts []string
+	for k, n := range kinds {
+		parts = append(parts, fmt.Sprintf("%d %s", n, k))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+// mnDirtyInLedger is which of slots node n's agent counts as handed out and not yet scrubbed:
+// its ledger (docs/deviceplugin.md, "Scrubbing"), a journal of "a <nanos> <id>..." and
+// "c <id>..." lines, read inside the node.
+func (x *tier3) mnDirtyInLedger(n cluster.NodeSpec, slots []string) ([]string, error) {
+	root, _, err := x.c.NodeView(n.Index)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(root, t3StateDir, "deviceplugin", strings.ReplaceAll(names.SocketResource, "/", "-")+".json"))
+	if err != nil {
+		return nil, err
+	}
+	dirty := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		switch f := strings.Fields(line); {
+		case len(f) >= 2 && f[0] == "a":
+			for _, id := range f[2:] {
+				dirty[id] = true
+			}
+		case len(f) >= 1 && f[0] == "c":
+			for _, id := range f[1:] {
+				delete(dirty, id)
+			}
+		}
+	}
+	var out []string
+	for _, s := range slots {
+		if dirty[s] {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
