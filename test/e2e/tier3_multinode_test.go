@@ -35,7 +35,9 @@ const mnLinks = 10
 // from its agent through the API server; taking node 2's label away drains memifnet from it,
 // labelling it again brings it back; a full node holds a link's second pod Pending with the
 // webhook's reason (Full); `kubectl drain` brings Deployment and StatefulSet links back together
-// on the other node (Drain); the chart installs, upgrades and uninstalls as `kubectl apply -k`
+// on the other node (Drain); a lost node's Deployment and StatefulSet links come back together on
+// the other node after the out-of-service taint, and the node, back, keeps nothing of them
+// (NodeLoss); the chart installs, upgrades and uninstalls as `kubectl apply -k`
 // does (Helm). See docs/e2e.md, "Several nodes".
 func TestTier3MultiNode(t *testing.T) {
 	testutil.RequireRoot(t, "the cluster tier (mounts, network namespaces, cgroups, iptables)")
@@ -54,6 +56,7 @@ func TestTier3MultiNode(t *testing.T) {
 		{"Relabel", x.mnRelabel},
 		{"Full", x.mnFull},
 		{"Drain", x.mnDrain},
+		{"NodeLoss", x.mnNodeLoss},
 		{"Helm", x.mnHelm},
 	} {
 		if !t.Run(st.name, func(t *testing.T) { st.fn(ctx, t, nodes) }) {
@@ -190,8 +193,14 @@ func (x *tier3) mnRates(ctx context.Context, t *testing.T, nodes []cluster.NodeS
 // slots and pools may stay) or, with all, nothing of memifnet (mnLeftovers).
 func (x *tier3) mnNoLeftovers(ctx context.Context, t *testing.T, n cluster.NodeSpec, all bool) {
 	t.Helper()
+	x.mnNoLeftoversWithin(ctx, t, n, all, 90*time.Second)
+}
+
+// mnNoLeftoversWithin is mnNoLeftovers waiting up to timeout.
+func (x *tier3) mnNoLeftoversWithin(ctx context.Context, t *testing.T, n cluster.NodeSpec, all bool, timeout time.Duration) {
+	t.Helper()
 	var left []string
-	err := node.Poll(ctx, 90*time.Second, "node "+n.Name+" clean", func() (bool, error) {
+	err := node.Poll(ctx, timeout, "node "+n.Name+" clean", func() (bool, error) {
 		var err error
 		left, err = x.mnLeftovers(n, all)
 		return len(left) == 0, err

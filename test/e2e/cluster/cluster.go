@@ -169,9 +169,17 @@ func (c *Cluster) record(ch Change) error {
 	return c.save()
 }
 
+// addDaemon records d; a component started again (StartNode) replaces the record of its
+// ended instance, so that Daemon and the health check see the one that runs.
 func (c *Cluster) addDaemon(d *Daemon) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for k, old := range c.state.Daemons {
+		if old.Name == d.Name && !old.Alive() {
+			c.state.Daemons[k] = d
+			return c.save()
+		}
+	}
 	c.state.Daemons = append(c.state.Daemons, d)
 	return c.save()
 }
