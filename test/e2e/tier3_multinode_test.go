@@ -53,6 +53,7 @@ func TestTier3MultiNode(t *testing.T) {
 		{"Relabel", x.mnRelabel},
 		{"Full", x.mnFull},
 		{"Drain", x.mnDrain},
+		{"DRA", x.mnDRA},
 		{"Helm", x.mnHelm},
 	} {
 		if !t.Run(st.name, func(t *testing.T) { st.fn(ctx, t, nodes) }) {
