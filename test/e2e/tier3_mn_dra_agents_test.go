@@ -24,8 +24,13 @@ import (
 // The admission policies of the DRA overlay (docs/security.md D6-D8, D11) against two real
 // agents, a step of TestTier3MultiNode.
 
-// mnForgedIP is the address an agent writes into a claim's networkData: a lie about a link.
-const mnForgedIP = "192.0.2.66/24"
+// The addresses an agent writes into a claim's networkData: a lie about another node's link,
+// and a change to its own node's (another address: writing what is there already changes
+// nothing, which the policy lets through).
+const (
+	mnForgedIP = "192.0.2.66/24"
+	mnOwnIP    = "192.0.2.77/24"
+)
 
 // mnProbeLabel is the label an agent puts on a ResourceSlice (and takes off again).
 const mnProbeLabel = "e2e.memifnet.io/probe"
@@ -146,9 +151,9 @@ func (x *tier3) mnDRASlicesCross(ctx context.Context, t *testing.T, agent *kuber
 }
 
 // mnForge has client change the memifnet.io entries of claim's status as an attacker would:
-// a forged address in networkData, or the entries dropped. It retries conflicts (the driver
-// writes conditions) and returns the status stored.
-func mnForge(ctx context.Context, client *kubernetes.Clientset, claim string, drop bool) (*resourcev1.ResourceClaim, error) {
+// address ip in networkData, or the entries dropped. It retries conflicts (the driver writes
+// conditions) and returns the claim stored.
+func mnForge(ctx context.Context, client *kubernetes.Clientset, claim, ip string, drop bool) (*resourcev1.ResourceClaim, error) {
 	api := client.ResourceV1().ResourceClaims("default")
 	var out *resourcev1.ResourceClaim
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -164,7 +169,7 @@ func mnForge(ctx context.Context, client *kubernetes.Clientset, claim string, dr
 				if d.NetworkData == nil {
 					d.NetworkData = &resourcev1.NetworkDeviceData{}
 				}
-				d.NetworkData.IPs = []string{mnForgedIP}
+				d.NetworkData.IPs = []string{ip}
 			}
 		}
 		out, err = api.UpdateStatus(ctx, c, metav1.UpdateOptions{})
@@ -196,19 +201,19 @@ func (x *tier3) mnDRAClaimsCross(ctx context.Context, t *testing.T, agent *kuber
 	why := "the memifnet node agent on node " + own.Name + " may write status.devices entries of driver memifnet.io only for devices of claim default/" + otherClaim + " allocated on its node"
 	before := mnStatusOf(x.draClaim(ctx, t, otherClaim))
 	for _, drop := range []bool{false, true} {
-		_, err := mnForge(ctx, agent, otherClaim, drop)
+		_, err := mnForge(ctx, agent, otherClaim, mnForgedIP, drop)
 		refusedBy(t, fmt.Sprintf("%swrite the status of %s (drop %v)", who, otherClaim, drop), err, t3ClaimPolicy, why)
 		if after := mnStatusOf(x.draClaim(ctx, t, otherClaim)); !slices.Equal(after, before) {
 			t.Errorf("claim %s's memifnet.io status %q, was %q", otherClaim, after, before)
 		}
 	}
 	x.logf("dra: %srefused writing the status of %s, allocated on the other node: %q kept", who, otherClaim, before)
-	c, err := mnForge(ctx, agent, ownClaim, false)
+	c, err := mnForge(ctx, agent, ownClaim, mnOwnIP, false)
 	if err != nil {
 		t.Fatalf("%swrite the status of %s, allocated on its node: %v", who, ownClaim, err)
 	}
 	got := mnStatusOf(c)
-	if len(got) != 2 || !strings.Contains(got[0], mnForgedIP) || !strings.Contains(got[1], mnForgedIP) {
+	if len(got) != 2 || !strings.Contains(got[0], mnOwnIP) || !strings.Contains(got[1], mnOwnIP) {
 		t.Errorf("%s's status after its node's agent wrote it: %q", ownClaim, got)
 	}
 	x.logf("dra: %smay write the status of %s, allocated on its node: %q", who, ownClaim, got)
