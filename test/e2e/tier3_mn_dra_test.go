@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/memifnet/memifnet/internal/names"
 	"github.com/memifnet/memifnet/internal/safefs"
@@ -138,9 +140,17 @@ type mnAlloc struct {
 }
 
 // mnWatchAllocations records every allocation of a claim in namespace default from now on (a
-// link's claim is deallocated once its pods are done); stop ends the watch.
+// link's claim is deallocated once its pods are done); stop ends the watch. The watch resumes
+// from the last event seen when its stream breaks (it did under load).
 func (x *tier3) mnWatchAllocations(ctx context.Context, t *testing.T) (stop func() (map[string]*mnAlloc, error)) {
-	w, err := x.cs.ResourceV1().ResourceClaims("default").Watch(ctx, metav1.ListOptions{})
+	api := x.cs.ResourceV1().ResourceClaims("default")
+	list, err := api.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return api.Watch(ctx, o) },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
