@@ -41,7 +41,15 @@ const (
 func (x *tier3) agentClient(ctx context.Context, t *testing.T) *kubernetes.Clientset {
 	t.Helper()
 	_, uid, _ := x.agentPod(ctx, t)
-	path := filepath.Join(names.KubeletDir, "pods", uid, "volumes", "kubernetes.io~projected", "api-token", "token")
+	return x.agentTokenClient(ctx, t, "/", uid, cluster.NodeName)
+}
+
+// agentTokenClient is a client with the token the kubelet of node nodeName projected into agent
+// pod uid, read below root (the node's view of its paths, cluster.NodeView). It checks that the
+// token is the agent's and carries its node's name, which the admission policies key on.
+func (x *tier3) agentTokenClient(ctx context.Context, t *testing.T, root, uid, nodeName string) *kubernetes.Clientset {
+	t.Helper()
+	path := filepath.Join(root, names.KubeletDir, "pods", uid, "volumes", "kubernetes.io~projected", "api-token", "token")
 	tok, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("the node agent's token: %v", err)
@@ -62,9 +70,9 @@ func (x *tier3) agentClient(ctx context.Context, t *testing.T) *kubernetes.Clien
 		t.Fatal(err)
 	}
 	u := r.Status.UserInfo
-	if u.Username != "system:serviceaccount:"+t3Namespace+":memifnet" || !slices.Equal(u.Extra["authentication.kubernetes.io/node-name"], []string{cluster.NodeName}) {
+	if u.Username != "system:serviceaccount:"+t3Namespace+":memifnet" || !slices.Equal(u.Extra["authentication.kubernetes.io/node-name"], []string{nodeName}) {
 		t.Fatalf("the node agent's token (%s) authenticates as %s with extra %v; want the memifnet service account on node %s",
-			path, u.Username, u.Extra, cluster.NodeName)
+			path, u.Username, u.Extra, nodeName)
 	}
 	x.logf("dra: the node agent's token (%s) is %s, extra authentication.kubernetes.io/node-name %v", path, u.Username, u.Extra["authentication.kubernetes.io/node-name"])
 	return cs

@@ -107,7 +107,13 @@ type draStatus struct {
 // draCheckpoint is the DRA driver's checkpoint on the node: claim UID -> prepared.
 func draCheckpoint(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile(t3DRACheckpoint)
+	return draCheckpointAt(t, t3DRACheckpoint)
+}
+
+// draCheckpointAt is the DRA driver's checkpoint at path (another node's, seen through its root).
+func draCheckpointAt(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return map[string]bool{}
 	}
@@ -121,7 +127,7 @@ func draCheckpoint(t *testing.T) map[string]bool {
 		} `json:"claims"`
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatalf("%s: %v", t3DRACheckpoint, err)
+		t.Fatalf("%s: %v", path, err)
 	}
 	out := map[string]bool{}
 	for _, c := range f.Claims {
@@ -366,21 +372,35 @@ func (x *tier3) draLeftovers(t *testing.T, slots []string) []string {
 }
 
 // draRestore puts the chained install back (the DaemonSet without the driver) and removes what
-// only the DRA overlay made: its RBAC, admission policies, DeviceClasses and the node's
-// ResourceSlices.
+// only the DRA overlay made (draPutBack), after the DRA step's pods and claims.
 func (x *tier3) draRestore(ctx context.Context, t *testing.T) {
 	for _, args := range [][]string{
 		{"delete", "pod", "--ignore-not-found", "--wait=true", "--timeout=90s", "memif-dra-rx", "memif-dra-tx", "dra-second-rx", "dra-second-tx", "dra-too-big", "memif-dra-host-port"},
 		{"delete", "resourceclaim", "--ignore-not-found", "--wait=true", "--timeout=60s", "memif-dra-link", "dra-second", "dra-too-big"},
 		{"delete", "resourceclaimtemplate", "--ignore-not-found", "memif-dra-host-port"},
-		{"apply", "-k", "manifests/"},
-		{"-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m"},
+	} {
+		if out, err := x.c.KubectlCmd(ctx, args...).CombinedOutput(); err != nil {
+			t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	x.draPutBack(ctx, t, t3DaemonSet)
+}
+
+// draPutBack applies the chained install over the DRA overlay, waits for daemonSets to roll out
+// without the driver, and removes what only the overlay made: its RBAC, admission policies,
+// DeviceClasses and the nodes' ResourceSlices.
+func (x *tier3) draPutBack(ctx context.Context, t *testing.T, daemonSets ...string) {
+	steps := [][]string{{"apply", "-k", "manifests/"}}
+	for _, ds := range daemonSets {
+		steps = append(steps, []string{"-n", t3Namespace, "rollout", "status", ds, "--timeout=3m"})
+	}
+	for _, args := range append(steps, [][]string{
 		{"delete", "--ignore-not-found", "deviceclass", "socket.memifnet.io", "hugepool.memifnet.io"},
 		{"delete", "--ignore-not-found", "clusterrolebinding,clusterrole", "memifnet-dra"},
 		{"delete", "--ignore-not-found", "-n", "default", "rolebinding,role", "memifnet-dra-events"},
 		{"delete", "--ignore-not-found", "validatingadmissionpolicybinding,validatingadmissionpolicy", "memifnet-dra-resourceslices", "memifnet-dra-claim-status"},
 		{"delete", "resourceslices", "--field-selector=spec.driver=" + names.DRADriver},
-	} {
+	}...) {
 		if out, err := x.c.KubectlCmd(ctx, args...).CombinedOutput(); err != nil {
 			t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}

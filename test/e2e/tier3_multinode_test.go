@@ -57,6 +57,7 @@ func TestTier3MultiNode(t *testing.T) {
 		{"Full", x.mnFull},
 		{"Drain", x.mnDrain},
 		{"NodeLoss", x.mnNodeLoss},
+		{"DRA", x.mnDRA},
 		{"Helm", x.mnHelm},
 	} {
 		if !t.Run(st.name, func(t *testing.T) { st.fn(ctx, t, nodes) }) {
