@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
-
 )
 
 // nadKubeconfig is the kubeconfig the Multus overlay's NetworkAttachmentDefinition gives
