@@ -32,6 +32,10 @@ var K3s = Paths{
 	KubeletKubeconfig: "/var/lib/rancher/k3s/agent/kubelet.kubeconfig",
 }
 
+// Presets are the paths a cluster can run with, by the name of the cni-paths component (and the
+// chart's cni.preset) that sets them: `make cluster-up CNI_PATHS=k3s`.
+var Presets = map[string]Paths{"kubeadm": Kubeadm, "k3s": K3s}
+
 // orDefault is p, or Kubeadm for the zero Paths (a state file written before clusters had paths).
 func (p Paths) orDefault() Paths {
 	if p == (Paths{}) {
