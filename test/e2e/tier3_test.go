@@ -482,7 +482,7 @@ func (x *tier3) newPairPasses(ctx context.Context, t *testing.T, link string, bu
 		}
 	}
 	x.verified(ctx, t, "default", rx)
-	x.logf("day2: new pair %s got slots %q (busy: %q)", link, got, busy)
+	x.logf("new pair %s got slots %q (busy: %q), traffic verified", link, got, busy)
 	x.kubectl(ctx, t, "delete", "pod", rx, tx, "--wait=true")
 }
 
