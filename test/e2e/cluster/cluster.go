@@ -193,36 +193,11 @@ func (c *Cluster) Daemon(name string) *Daemon {
 // the image again, which may have been rebuilt). A cluster found unhealthy is taken down first.
 func (c *Cluster) Up(ctx context.Context) error {
 	start := time.Now()
-	found, err := c.load()
-	if err != nil {
-		return err
-	}
 	want, paths := max(c.NodeCount, 1), c.Paths.orDefault()
-	if found && len(c.state.Nodes) != want && c.NodeCount != 0 {
-		c.Logf("cluster at %s has %d nodes, %d asked for: taking it down first", c.Base, len(c.state.Nodes), want)
-		if err := c.Down(); err != nil {
-			return err
-		}
-		found = false
-	}
-	if found && c.state.Paths.orDefault() != paths {
-		c.Logf("cluster at %s runs with paths %+v, %+v asked for: taking it down first", c.Base, c.state.Paths.orDefault(), paths)
-		if err := c.Down(); err != nil {
-			return err
-		}
-		found = false
-	}
+	done, err := c.reuse(ctx, want, paths)
 	c.Paths = paths
-	if found {
-		if err := c.healthy(ctx); err == nil {
-			c.Logf("cluster at %s is up and healthy", c.Base)
-			return c.importImages(ctx)
-		} else {
-			c.Logf("cluster at %s is not healthy (%v): taking it down first", c.Base, err)
-		}
-		if err := c.Down(); err != nil {
-			return err
-		}
+	if err != nil || done {
+		return err
 	}
 	if err := preflight(c.In); err != nil {
 		return err
@@ -267,6 +242,32 @@ func (c *Cluster) Up(ctx context.Context) error {
 	}
 	c.Logf("cluster up in %.1fs: %s; component logs in %s", time.Since(start).Seconds(), nodeSummary(c.state.Nodes), c.LogDir())
 	return nil
+}
+
+// reuse looks at the cluster at Base, if any: a healthy one of want nodes (or any number, when
+// NodeCount is 0) on paths is reused, its images imported again (done); any other is taken down.
+func (c *Cluster) reuse(ctx context.Context, want int, paths Paths) (done bool, err error) {
+	found, err := c.load()
+	if err != nil || !found {
+		return false, err
+	}
+	why := ""
+	switch {
+	case len(c.state.Nodes) != want && c.NodeCount != 0:
+		why = fmt.Sprintf("has %d nodes, %d asked for", len(c.state.Nodes), want)
+	case c.state.Paths.orDefault() != paths:
+		why = fmt.Sprintf("runs with paths %+v, %+v asked for", c.state.Paths.orDefault(), paths)
+	default:
+		if err := c.healthy(ctx); err != nil {
+			why = fmt.Sprintf("is not healthy (%v)", err)
+		}
+	}
+	if why == "" {
+		c.Logf("cluster at %s is up and healthy", c.Base)
+		return true, c.importImages(ctx)
+	}
+	c.Logf("cluster at %s %s: taking it down first", c.Base, why)
+	return false, c.Down()
 }
 
 // preflight refuses to start where a cluster component would fight another one.
