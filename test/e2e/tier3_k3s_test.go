@@ -70,6 +70,10 @@ func (x *tier3) k3sChained(ctx context.Context, t *testing.T) {
 			t.Fatalf("the installer did not put %s in k3s's bin dir: %v", b, err)
 		}
 	}
+	// The installer names the file it chains into (as its container sees k3s's conf dir).
+	if log := x.kubectl(ctx, t, "-n", t3Namespace, "logs", t3DaemonSet, "-c", "install-cni"); !strings.Contains(log, `"file":"/host/etc/cni/net.d/`+filepath.Base(p.Conflist())+`"`) {
+		t.Errorf("the installer's log does not name the conflist it chains into:\n%s", log)
+	}
 	x.kubeadmUntouched(t, "after the chained install")
 	x.logf("chained: %s chains %q, memif-cni and %s in %s", p.Conflist(), types, names.PodInfoHelper, p.CNIBinDir)
 	x.newPairPasses(ctx, t, "k3s", nil)
