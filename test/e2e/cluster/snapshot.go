@@ -108,10 +108,7 @@ func TakeSnapshot(p Paths) (Snapshot, error) {
 		if err != nil || len(cmd) == 0 {
 			continue
 		}
-		argv0 := strings.SplitN(string(cmd), "\x00", 2)[0]
-		// Programs run from the temp dir are other tests' builds on this shared machine (go test
-		// of cmd/memif-perf runs /tmp/memif-perf-test-*/memif-perf): the cluster runs none there.
-		if clusterPrograms.MatchString(argv0) && !strings.HasPrefix(argv0, os.TempDir()+"/") {
+		if argv0 := strings.SplitN(string(cmd), "\x00", 2)[0]; clusterProcess(argv0) {
 			if _, err := fmt.Sscan(e.Name(), new(int)); err == nil {
 				s.Processes = append(s.Processes, e.Name()+" "+argv0)
 			}
@@ -142,6 +139,15 @@ func cniPaths(p Paths) []string {
 		}
 	}
 	return out
+}
+
+// clusterProcess reports whether a process started as argv0 may be one of the cluster's. Programs
+// run from the temp dir (go test of cmd/memif-perf runs /tmp/memif-perf-test-*/memif-perf) or
+// from a working directory (./memif-perf) are others' builds on this shared machine: the cluster
+// runs its programs by absolute path, and runc those of pods by absolute path or by name.
+func clusterProcess(argv0 string) bool {
+	return clusterPrograms.MatchString(argv0) && !strings.HasPrefix(argv0, os.TempDir()+"/") &&
+		!strings.HasPrefix(argv0, "./") && !strings.HasPrefix(argv0, "../")
 }
 
 // Diff lists how after differs from s ("+" appeared, "-" went away), per kind.
