@@ -9,7 +9,8 @@
 #   make kube         build (or reuse) the Kubernetes multi-call binary (kubelet, kube-apiserver,
 #                     kube-controller-manager, kube-scheduler, kubectl, etcd) outside the repo
 #   make kubelet      the same; prints the kubelet's path
-#   make cluster-up   a real cluster, NODES nodes (default 1; builds what is missing); last lines
+#   make cluster-up   a real cluster, NODES nodes (default 1; builds what is missing), CNI_PATHS
+#                     (kubeadm or k3s); last lines
 #                     KUBECONFIG=, KUBECTL=
 #   make cluster-down stop it and undo every host change
 #   make e2e          Tier 1, Tier 2, then Tier 3 (the cluster)
@@ -24,6 +25,9 @@ KUBELET_VERSION ?= v1.34.4
 # make cluster-up NODES=3: node 1 is this machine, the others network and mount namespaces of it
 # (docs/e2e.md, "Several nodes").
 NODES           ?= 1
+# make cluster-up CNI_PATHS=k3s: the nodes' CNI dirs and kubelet kubeconfig where k3s keeps them
+# (manifests/components/cni-paths/k3s; docs/e2e.md, "Distribution paths").
+CNI_PATHS       ?= kubeadm
 # The build the binaries report (memif-deviceplugin logs it at start): an upgrade test builds a
 # second image with another VERSION and IMAGE tag.
 VERSION         ?= dev
@@ -53,7 +57,7 @@ kubelet:
 	@d=$$(KUBE_VERSION=$(KUBELET_VERSION) hack/build-kube.sh) && echo "$$d/kubelet"
 
 cluster-up:
-	$(GO) run ./hack/cluster --nodes=$(NODES) up
+	$(GO) run ./hack/cluster --nodes=$(NODES) --cni-paths=$(CNI_PATHS) up
 
 cluster-down:
 	$(GO) run ./hack/cluster down

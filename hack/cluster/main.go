@@ -1,5 +1,6 @@
 // Command cluster brings a real Kubernetes cluster of one or more nodes up on this machine, or
-// down (`make cluster-up [NODES=3]`, `make cluster-down`; see docs/e2e.md and test/e2e/cluster).
+// down (`make cluster-up [NODES=3] [CNI_PATHS=k3s]`, `make cluster-down`; see docs/e2e.md and
+// test/e2e/cluster).
 //
 //	cluster up     build what is missing, start the cluster (or check the running one), print
 //	               KUBECONFIG=<path> and KUBECTL=<path> as the last lines
@@ -23,8 +24,9 @@ import (
 func main() {
 	base := flag.String("base", cluster.DefaultBase, "the cluster's directory")
 	nodes := flag.Int("nodes", 1, fmt.Sprintf("up: how many nodes (1 to %d; node 1 is this machine, the others namespaces of it)", cluster.MaxNodes))
+	pathsName := flag.String("cni-paths", "kubeadm", "up: the nodes' CNI dirs and kubelet kubeconfig, as components/cni-paths/<name> sets them: kubeadm or k3s")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: %s [--base DIR] [--nodes N] up|down|build\n", os.Args[0])
+		fmt.Fprintf(os.Stderr, "usage: %s [--base DIR] [--nodes N] [--cni-paths NAME] up|down|build\n", os.Args[0])
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -34,6 +36,10 @@ func main() {
 	}
 	if *nodes < 1 || *nodes > cluster.MaxNodes {
 		fatal(fmt.Errorf("--nodes %d: want 1 to %d", *nodes, cluster.MaxNodes))
+	}
+	paths, ok := cluster.Presets[*pathsName]
+	if !ok {
+		fatal(fmt.Errorf("--cni-paths %q: want kubeadm or k3s", *pathsName))
 	}
 	start := time.Now()
 	logf := func(format string, a ...any) {
@@ -47,7 +53,7 @@ func main() {
 	case "up":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		err := up(ctx, repo, *base, *nodes, logf)
+		err := up(ctx, repo, *base, *nodes, paths, logf)
 		if err != nil && ctx.Err() != nil {
 			logf("interrupted: taking the cluster down")
 			err = errors.Join(err, cluster.New(repo, *base, cluster.Inputs{}, logf).Down())
@@ -71,14 +77,14 @@ func main() {
 	}
 }
 
-func up(ctx context.Context, repo, base string, nodes int, logf func(string, ...any)) error {
+func up(ctx context.Context, repo, base string, nodes int, paths cluster.Paths, logf func(string, ...any)) error {
 	logf("building or reusing kube (kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd), containerd, multus and the memifnet image")
 	in, err := cluster.Build(ctx, repo, os.Stderr)
 	if err != nil {
 		return err
 	}
 	c := cluster.New(repo, base, in, logf)
-	c.NodeCount = nodes
+	c.NodeCount, c.Paths = nodes, paths
 	if err := c.Up(ctx); err != nil {
 		return fmt.Errorf("%w\n(`make cluster-down` removes what was started)", err)
 	}

@@ -264,7 +264,7 @@ func (x *tier3) mnRelabel(ctx context.Context, t *testing.T, nodes []cluster.Nod
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf := filepath.Join(root, cluster.Conflist)
+	conf := filepath.Join(root, x.c.Paths.Conflist())
 	if b, err := os.ReadFile(conf); err != nil || strings.Contains(string(b), "memif-cni") {
 		t.Errorf("node %s's conflist after the unlabel (%v):\n%s", n.Name, err, b)
 	}

@@ -17,8 +17,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
-
-	"github.com/memifnet/memifnet/test/e2e/cluster"
 )
 
 // nadKubeconfig is the kubeconfig the Multus overlay's NetworkAttachmentDefinition gives
@@ -35,8 +33,8 @@ func (x *tier3) nadKubeconfig(ctx context.Context, t *testing.T) string {
 		t.Fatalf("NAD memifnet-system/memif config %q: %v", raw, err)
 	}
 	kc := conf.Plugins[0].Kubeconfig
-	if kc != cluster.KubeletKubeconfig { // not fatal: the rest shows what the other credential reads
-		t.Errorf("the NAD gives memif-cni kubeconfig %q, want the kubelet's %s", kc, cluster.KubeletKubeconfig)
+	if kc != x.c.Paths.KubeletKubeconfig { // not fatal: the rest shows what the other credential reads
+		t.Errorf("the NAD gives memif-cni kubeconfig %q, want the kubelet's %s", kc, x.c.Paths.KubeletKubeconfig)
 	}
 	if _, err := os.Stat(kc); err != nil {
 		t.Fatal(err)
@@ -81,7 +79,7 @@ func (x *tier3) multusLeastPrivilege(ctx context.Context, t *testing.T) {
 	}
 	x.logf("multus: the memifnet service account's token reads no pod (forbidden)")
 
-	nodeCfg, err := clientcmd.BuildConfigFromFlags("", cluster.KubeletKubeconfig)
+	nodeCfg, err := clientcmd.BuildConfigFromFlags("", x.c.Paths.KubeletKubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +91,7 @@ func (x *tier3) multusLeastPrivilege(ctx context.Context, t *testing.T) {
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("the node's credentials read pod %s/%s of node %s: %v; want forbidden", t3OtherNS, elsewhere.Name, t3OtherNode, err)
 	}
-	x.logf("multus: the node's credentials (%s) read the node's own pods, not %s/%s on %s: %v", cluster.KubeletKubeconfig, t3OtherNS, elsewhere.Name, t3OtherNode, err)
+	x.logf("multus: the node's credentials (%s) read the node's own pods, not %s/%s on %s: %v", x.c.Paths.KubeletKubeconfig, t3OtherNS, elsewhere.Name, t3OtherNode, err)
 	if _, err := nodeCS.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("the node's credentials list every pod: %v; want forbidden", err)
 	}

@@ -43,6 +43,8 @@ type tier3 struct {
 	logf func(string, ...any)
 	// installed is the host before the Install step, for the Uninstall step.
 	installed cluster.Snapshot
+	// up is the host before the cluster came up (upClusterWith).
+	up cluster.Snapshot
 	// failure is a failed check's message, said again as the test's last line: the cluster's
 	// logs dumped after a failure would otherwise bury it (CI shows the end of the output).
 	failure string
@@ -73,7 +75,7 @@ func TestTier3Cluster(t *testing.T) {
 	}
 	logf("built: kube %s, containerd %s, multus %s, image %s", in.KubeDir, in.ContainerdDir, in.MultusDir, in.Image)
 
-	before, err := cluster.TakeSnapshot()
+	before, err := cluster.TakeSnapshot(cluster.Kubeadm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,9 +182,9 @@ func (x *tier3) kubectlIn(ctx context.Context, t *testing.T, stdin string, args 
 }
 
 // conflistTypes is the plugin types of the node's primary conflist, in order.
-func conflistTypes(t *testing.T) []string {
+func (x *tier3) conflistTypes(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(cluster.Conflist)
+	b, err := os.ReadFile(x.c.Paths.Conflist())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +194,7 @@ func conflistTypes(t *testing.T) []string {
 		} `json:"plugins"`
 	}
 	if err := json.Unmarshal(b, &conf); err != nil {
-		t.Fatalf("%s: %v", cluster.Conflist, err)
+		t.Fatalf("%s: %v", x.c.Paths.Conflist(), err)
 	}
 	var types []string
 	for _, p := range conf.Plugins {
@@ -210,13 +212,13 @@ func (x *tier3) install(ctx context.Context, t *testing.T) {
 	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
 	x.logf("install: DaemonSet rolled out")
 	var types []string
-	if err := node.Poll(ctx, 60*time.Second, "memif-cni chained into "+cluster.Conflist, func() (bool, error) {
-		types = conflistTypes(t)
+	if err := node.Poll(ctx, 60*time.Second, "memif-cni chained into "+x.c.Paths.Conflist(), func() (bool, error) {
+		types = x.conflistTypes(t)
 		return slices.Equal(types, []string{"bridge", "memif-cni"}), nil
 	}); err != nil {
 		t.Fatalf("%v: plugins %q", err, types)
 	}
-	x.logf("install: %s chains %q", cluster.Conflist, types)
+	x.logf("install: %s chains %q", x.c.Paths.Conflist(), types)
 	var alloc corev1.ResourceList
 	if err := node.Poll(ctx, 90*time.Second, "node allocatable with memifnet resources", func() (bool, error) {
 		n, err := x.cs.CoreV1().Nodes().Get(ctx, cluster.NodeName, metav1.GetOptions{})
@@ -462,7 +464,7 @@ func (x *tier3) newPairPasses(ctx context.Context, t *testing.T, link string, bu
 		}
 	}
 	x.verified(ctx, t, "default", rx)
-	x.logf("day2: new pair %s got slots %q (busy: %q)", link, got, busy)
+	x.logf("new pair %s got slots %q (busy: %q), traffic verified", link, got, busy)
 	x.kubectl(ctx, t, "delete", "pod", rx, tx, "--wait=true")
 }
 
@@ -647,7 +649,7 @@ func (x *tier3) multus(ctx context.Context, t *testing.T) {
 			t.Error(err)
 		}
 	})
-	x.logf("multus: thin plugin installed (%s), NetworkAttachmentDefinition CRD established", cluster.MultusConf)
+	x.logf("multus: thin plugin installed (%s), NetworkAttachmentDefinition CRD established", x.c.Paths.MultusConf())
 	before := x.snapshot(t)
 	x.kubectl(ctx, t, "apply", "-k", "manifests/overlays/multus/")
 	x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", t3DaemonSet, "--timeout=3m")
@@ -726,6 +728,12 @@ func (x *tier3) audited(t *testing.T, user, agent, verb, resource, ns, name stri
 // stamps each line with the time since the test began.
 func upCluster(ctx context.Context, t *testing.T, base string, nodes int) *tier3 {
 	t.Helper()
+	return upClusterWith(ctx, t, base, nodes, cluster.Kubeadm)
+}
+
+// upClusterWith is upCluster with the node paths p (cluster.Paths).
+func upClusterWith(ctx context.Context, t *testing.T, base string, nodes int, p cluster.Paths) *tier3 {
+	t.Helper()
 	start := time.Now()
 	logf := func(format string, a ...any) {
 		t.Logf("[%6.1fs] %s", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
@@ -735,12 +743,12 @@ func upCluster(ctx context.Context, t *testing.T, base string, nodes int) *tier3
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := cluster.TakeSnapshot()
+	before, err := cluster.TakeSnapshot(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := cluster.New(repo, base, in, logf)
-	c.NodeCount = nodes
+	c.NodeCount, c.Paths = nodes, p
 	t.Cleanup(func() { downAndCompare(t, c, before, base) })
 	if err := c.Up(ctx); err != nil {
 		t.Fatal(err)
@@ -749,7 +757,7 @@ func upCluster(ctx context.Context, t *testing.T, base string, nodes int) *tier3
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &tier3{c: c, cs: cs, repo: repo, logf: logf}
+	return &tier3{c: c, cs: cs, repo: repo, logf: logf, up: before}
 }
 
 // downAndCompare takes the cluster down (its logs first, when the test failed) and fails the test
@@ -763,7 +771,7 @@ func downAndCompare(t *testing.T, c *cluster.Cluster, before cluster.Snapshot, b
 		t.Error(err)
 		return
 	}
-	after, err := cluster.TakeSnapshot()
+	after, err := cluster.TakeSnapshot(before.Distro)
 	if err != nil {
 		t.Error(err)
 		return

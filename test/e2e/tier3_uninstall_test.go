@@ -22,7 +22,7 @@ import (
 // snapshot reads the host state (for nodeAsBefore).
 func (x *tier3) snapshot(t *testing.T) cluster.Snapshot {
 	t.Helper()
-	s, err := cluster.TakeSnapshot()
+	s, err := cluster.TakeSnapshot(x.c.Paths)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,14 +42,14 @@ func (x *tier3) nodeAsBefore(ctx context.Context, t *testing.T, before cluster.S
 	var after cluster.Snapshot
 	nSlices := 0
 	err := node.Poll(ctx, 90*time.Second, "the node as before the install", func() (bool, error) {
-		s, err := cluster.TakeSnapshot()
+		s, err := cluster.TakeSnapshot(x.c.Paths)
 		if err != nil {
 			return false, err
 		}
 		after = s
 		// What the state dir held before the install (a reused machine's earlier run) may be
 		// gone: the uninstall removes memifnet's state. Nothing may be added.
-		changed = slices.DeleteFunc(before.ChangedUnder(after, append([]string{t3StateDir, cluster.CNIBinDir, cluster.CNIConfDir}, cluster.MemifnetFiles...)...),
+		changed = slices.DeleteFunc(before.ChangedUnder(after, append([]string{t3StateDir, x.c.Paths.CNIBinDir, x.c.Paths.CNIConfDir}, cluster.MemifnetFiles...)...),
 			func(d string) bool { return d == "-path "+t3StateDir || strings.HasPrefix(d, "-path "+t3StateDir+"/") })
 		rs, err := x.cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
 			FieldSelector: "spec.nodeName=" + cluster.NodeName + ",spec.driver=" + names.DRADriver})
@@ -65,7 +65,7 @@ func (x *tier3) nodeAsBefore(ctx context.Context, t *testing.T, before cluster.S
 		t.FailNow()
 	}
 	x.logf("uninstall: %s the node is as before the install: no mount or file under %s (the dir: %s before the install, %s now), %s and %s as they were, no memifnet file in %q, no ResourceSlice of %s, HugePages_Free %d (before %d)",
-		what, t3StateDir, presence(before, t3StateDir), presence(after, t3StateDir), cluster.CNIBinDir, cluster.CNIConfDir, cluster.MemifnetFiles, names.DRADriver, after.HugepagesFree, before.HugepagesFree)
+		what, t3StateDir, presence(before, t3StateDir), presence(after, t3StateDir), x.c.Paths.CNIBinDir, x.c.Paths.CNIConfDir, cluster.MemifnetFiles, names.DRADriver, after.HugepagesFree, before.HugepagesFree)
 }
 
 // presence says whether the snapshot has path.
@@ -107,11 +107,11 @@ func (x *tier3) uninstall(ctx context.Context, t *testing.T) {
 	x.noLeftovers(ctx, t, "before the uninstall")
 	x.startVerifiedPair(ctx, t, "uninst")
 	x.deleteK(ctx, t, "manifests/")
-	if types := conflistTypes(t); !slices.Equal(types, []string{"bridge"}) {
+	if types := x.conflistTypes(t); !slices.Equal(types, []string{"bridge"}) {
 		x.errorf(t, "after kubectl delete -k manifests/ the conflist chains %q, want only bridge", types)
 		t.FailNow()
 	}
-	x.logf("uninstall: memif-cni is out of %s", cluster.Conflist)
+	x.logf("uninstall: memif-cni is out of %s", x.c.Paths.Conflist())
 	x.trafficFlows(ctx, t, "uninst-rx", "after kubectl delete -k manifests/ (the pair keeps its slots and units)")
 	if ms, err := testutil.Mounts(t3StateDir); err != nil || len(ms) != 0 {
 		x.errorf(t, "after kubectl delete -k manifests/ the node still has mounts under %s: %q %v", t3StateDir, ms, err)
@@ -121,10 +121,10 @@ func (x *tier3) uninstall(ctx context.Context, t *testing.T) {
 	// says to remove by hand; the DRA overlay's uninstall below removes them itself. The pair's
 	// device-info files went at the uninstall (memif-cni, out of the conflist, did not run at
 	// their DELs).
-	left := x.installed.ChangedUnder(x.snapshot(t), cluster.CNIBinDir)
-	want := []string{"+path " + cluster.CNIBinDir + "/memif-cni", "+path " + cluster.CNIBinDir + "/" + names.PodInfoHelper}
+	left := x.installed.ChangedUnder(x.snapshot(t), x.c.Paths.CNIBinDir)
+	want := []string{"+path " + x.c.Paths.CNIBinDir + "/memif-cni", "+path " + x.c.Paths.CNIBinDir + "/" + names.PodInfoHelper}
 	if slices.Sort(left); !slices.Equal(left, want) {
-		x.errorf(t, "after the pair went, changed under %s: %q, want %q", cluster.CNIBinDir, left, want)
+		x.errorf(t, "after the pair went, changed under %s: %q, want %q", x.c.Paths.CNIBinDir, left, want)
 	}
 	if devinfo, _ := filepath.Glob(filepath.Join(t3DevInfoDir, "*", "memifnet*")); len(devinfo) != 0 {
 		x.errorf(t, "after the pair went, device-info files are left: %q", devinfo)

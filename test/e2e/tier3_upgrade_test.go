@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/memifnet/memifnet/test/e2e/cluster"
 	"github.com/memifnet/memifnet/test/e2e/node"
 )
 
@@ -134,10 +133,10 @@ func (x *tier3) upgradedAgent(ctx context.Context, t *testing.T, name string) {
 	if log := x.logs(ctx, t3Namespace, name); !strings.Contains(log, `"version":"`+t3UpgradeVersion+`"`) {
 		t.Errorf("agent pod %s does not log version %s:\n%s", name, t3UpgradeVersion, log)
 	}
-	if types := conflistTypes(t); !slices.Equal(types, []string{"bridge", "memif-cni"}) {
+	if types := x.conflistTypes(t); !slices.Equal(types, []string{"bridge", "memif-cni"}) {
 		t.Errorf("after the upgrade the conflist chains %q: taken for an uninstall?", types)
 	}
-	if _, err := os.Stat(filepath.Join(cluster.CNIBinDir, "memif-cni")); err != nil {
+	if _, err := os.Stat(filepath.Join(x.c.Paths.CNIBinDir, "memif-cni")); err != nil {
 		t.Errorf("after the upgrade: %v: taken for an uninstall?", err)
 	}
 }

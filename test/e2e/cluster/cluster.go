@@ -45,23 +45,16 @@ const (
 	BridgeIP      = "10.244.88.1"
 	Bridge        = "memifcl0"
 	APIServerPort = 6443
-	// KubeletKubeconfig is the kubelet's kubeconfig (the node's credentials), where kubeadm keeps
-	// it: the Multus overlay's NetworkAttachmentDefinition names it for memif-cni.
-	KubeletKubeconfig = "/etc/kubernetes/kubelet.conf"
-	CNIConfDir        = "/etc/cni/net.d"
-	CNIBinDir         = "/opt/cni/bin"
-	// Conflist is the node's primary network: bridge with host-local IPAM. memif-cni-install
-	// --chain (the chained overlay) appends memif-cni to it.
-	Conflist = CNIConfDir + "/10-memifnet-cluster.conflist"
 )
 
 // hostPaths are the host paths a node's components create. Each one that does not exist when
 // the cluster comes up is removed when it goes down (after unmounting what is below it); one
-// that exists is left alone.
+// that exists is left alone. The CNI dirs and the kubelet's kubeconfig are the cluster's Paths
+// (makeDirs).
 var hostPaths = []string{
-	"/etc/cni", "/opt/cni", names.KubeletDir, "/var/log/pods", "/var/log/containers",
+	names.KubeletDir, "/var/log/pods", "/var/log/containers",
 	names.StateDir, "/run/k8s.cni.cncf.io", "/run/containerd", "/var/lib/cni",
-	"/etc/cdi", "/run/cdi", "/run/nri", "/run/multus", "/etc/kubernetes", "/opt/containerd",
+	"/etc/cdi", "/run/cdi", "/run/nri", "/run/multus", "/opt/containerd",
 	"/var/lib/containerd",
 }
 
@@ -92,6 +85,9 @@ type State struct {
 	CNIEntries []string `json:"cniEntries"`
 	// Nodes is the cluster's layout (Layout), written before any node is started.
 	Nodes []NodeSpec `json:"nodes"`
+	// Paths are the node paths the cluster runs with (zero in a state file from before clusters
+	// had them: Kubeadm).
+	Paths Paths `json:"paths"`
 }
 
 // Cluster is one cluster rooted at Base.
@@ -103,6 +99,10 @@ type Cluster struct {
 	// NodeCount is how many nodes Up brings up (0 means 1): node 1 is the machine, the others
 	// are namespaces of it (nodes.go).
 	NodeCount int
+	// Paths are the CNI dirs and the kubelet kubeconfig of every node (New: Kubeadm). Set before
+	// Up; a cluster found up with other paths is taken down first. Up and Down set it to the
+	// paths of the cluster at Base.
+	Paths Paths
 
 	mu         sync.Mutex
 	state      State
@@ -114,7 +114,7 @@ func New(repo, base string, in Inputs, logf func(string, ...any)) *Cluster {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	return &Cluster{Repo: repo, Base: base, In: in, Logf: logf}
+	return &Cluster{Repo: repo, Base: base, In: in, Logf: logf, Paths: Kubeadm}
 }
 
 // Path joins elem under Base.
@@ -201,28 +201,11 @@ func (c *Cluster) Daemon(name string) *Daemon {
 // the image again, which may have been rebuilt). A cluster found unhealthy is taken down first.
 func (c *Cluster) Up(ctx context.Context) error {
 	start := time.Now()
-	found, err := c.load()
-	if err != nil {
+	want, paths := max(c.NodeCount, 1), c.Paths.orDefault()
+	done, err := c.reuse(ctx, want, paths)
+	c.Paths = paths
+	if err != nil || done {
 		return err
-	}
-	want := max(c.NodeCount, 1)
-	if found && len(c.state.Nodes) != want && c.NodeCount != 0 {
-		c.Logf("cluster at %s has %d nodes, %d asked for: taking it down first", c.Base, len(c.state.Nodes), want)
-		if err := c.Down(); err != nil {
-			return err
-		}
-		found = false
-	}
-	if found {
-		if err := c.healthy(ctx); err == nil {
-			c.Logf("cluster at %s is up and healthy", c.Base)
-			return c.importImages(ctx)
-		} else {
-			c.Logf("cluster at %s is not healthy (%v): taking it down first", c.Base, err)
-		}
-		if err := c.Down(); err != nil {
-			return err
-		}
 	}
 	if err := preflight(c.In); err != nil {
 		return err
@@ -230,11 +213,11 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if err := os.MkdirAll(c.Base, 0o755); err != nil {
 		return err
 	}
-	c.state = State{Inputs: c.In, Nodes: Layout(want)}
+	c.state = State{Inputs: c.In, Nodes: Layout(want), Paths: paths}
 	if c.state.Chains, err = iptablesChains(); err != nil {
 		return err
 	}
-	for _, d := range []string{CNIBinDir, CNIConfDir} {
+	for _, d := range []string{paths.CNIBinDir, paths.CNIConfDir} {
 		ents, _ := filepath.Glob(filepath.Join(d, "*"))
 		c.state.CNIEntries = append(c.state.CNIEntries, ents...)
 	}
@@ -267,6 +250,32 @@ func (c *Cluster) Up(ctx context.Context) error {
 	}
 	c.Logf("cluster up in %.1fs: %s; component logs in %s", time.Since(start).Seconds(), nodeSummary(c.state.Nodes), c.LogDir())
 	return nil
+}
+
+// reuse looks at the cluster at Base, if any: a healthy one of want nodes (or any number, when
+// NodeCount is 0) on paths is reused, its images imported again (done); any other is taken down.
+func (c *Cluster) reuse(ctx context.Context, want int, paths Paths) (done bool, err error) {
+	found, err := c.load()
+	if err != nil || !found {
+		return false, err
+	}
+	why := ""
+	switch {
+	case len(c.state.Nodes) != want && c.NodeCount != 0:
+		why = fmt.Sprintf("has %d nodes, %d asked for", len(c.state.Nodes), want)
+	case c.state.Paths.orDefault() != paths:
+		why = fmt.Sprintf("runs with paths %+v, %+v asked for", c.state.Paths.orDefault(), paths)
+	default:
+		if err := c.healthy(ctx); err != nil {
+			why = fmt.Sprintf("is not healthy (%v)", err)
+		}
+	}
+	if why == "" {
+		c.Logf("cluster at %s is up and healthy", c.Base)
+		return true, c.importImages(ctx)
+	}
+	c.Logf("cluster at %s %s: taking it down first", c.Base, why)
+	return false, c.Down()
 }
 
 // preflight refuses to start where a cluster component would fight another one.
@@ -344,6 +353,7 @@ func (c *Cluster) Down() error {
 		c.Logf("no cluster at %s", c.Base)
 		return nil
 	}
+	c.Paths = c.state.Paths.orDefault()
 	start := time.Now()
 	var errs []error
 	byName := map[string]*Daemon{}
@@ -378,7 +388,7 @@ func (c *Cluster) Down() error {
 	if err := removeNewChains(c.state.Chains); err != nil {
 		errs = append(errs, err)
 	}
-	if err := removeNewEntries(c.state.CNIEntries, CNIBinDir, CNIConfDir); err != nil {
+	if err := removeNewEntries(c.state.CNIEntries, c.Paths.CNIBinDir, c.Paths.CNIConfDir); err != nil {
 		errs = append(errs, err)
 	}
 	removeKubeCgroups()

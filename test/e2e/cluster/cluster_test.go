@@ -214,3 +214,18 @@ func TestMountHolding(t *testing.T) {
 		}
 	}
 }
+
+// The processes a snapshot counts: the cluster's programs however they were started by it or by
+// runc, and not others' builds of the same programs on this machine.
+func TestClusterProcess(t *testing.T) {
+	for argv0, want := range map[string]bool{
+		"/root/.cache/memifnet/kube-build/bin/kubelet": true, "/usr/local/bin/memif-perf": true,
+		"memif-deviceplugin": true, "/pause": true, "containerd-shim-runc-v2": true,
+		os.TempDir() + "/memif-perf-test-1/memif-perf": false, "./memif-perf": false,
+		"../_out/bin/memif-perf": false, "/usr/bin/bash": false,
+	} {
+		if got := clusterProcess(argv0); got != want {
+			t.Errorf("clusterProcess(%q) = %v, want %v", argv0, got, want)
+		}
+	}
+}

@@ -236,7 +236,7 @@ func (c *Cluster) startScheduler(ctx context.Context) error {
 // shim sockets, runc's state, network namespaces), no imported host configuration, CRI with runc
 // (cgroupfs: this host has cgroup v1 and no systemd), the CDI spec dirs, the pause image built
 // (`make image`) as the sandbox image, and the node's CNI directories.
-func containerdConfig(dir, pauseImage string) string {
+func containerdConfig(dir, pauseImage string, p Paths) string {
 	return fmt.Sprintf(`version = 4
 root = %[1]q
 state = %[2]q
@@ -291,7 +291,7 @@ imports = []
   stream_server_port = '0'
 `, filepath.Join(dir, "root"), filepath.Join(dir, "state"), filepath.Join(dir, "containerd.sock"),
 		filepath.Join(dir, "containerd.sock.ttrpc"), filepath.Join(dir, "s"), filepath.Join(dir, "opt"),
-		filepath.Join(dir, "runc"), CNIBinDir, CNIConfDir, pauseImage)
+		filepath.Join(dir, "runc"), p.CNIBinDir, p.CNIConfDir, pauseImage)
 }
 
 func (c *Cluster) startContainerd(ctx context.Context) error {
@@ -302,7 +302,7 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(c.Path("containerd", "config.toml"), []byte(containerdConfig(c.Path("containerd"), pause)), 0o644); err != nil {
+	if err := os.WriteFile(c.Path("containerd", "config.toml"), []byte(containerdConfig(c.Path("containerd"), pause, c.Paths)), 0o644); err != nil {
 		return err
 	}
 	// containerd finds its shim on PATH: ours (v2) before any other (Debian's 1.6).
@@ -331,19 +331,17 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 	if err := os.WriteFile(c.Path("kubelet", "config.yaml"), []byte(c.kubeletConfig()), 0o644); err != nil {
 		return err
 	}
-	// The kubelet's kubeconfig where kubeadm keeps it (the Multus overlay's memif-cni reads it).
+	// The kubelet's kubeconfig where the distribution keeps it (memif-cni reads it under Multus);
+	// prepareHost made its directory.
 	kc, err := os.ReadFile(c.Path("kubelet.kubeconfig"))
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(KubeletKubeconfig), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(KubeletKubeconfig, kc, 0o600); err != nil {
+	if err := os.WriteFile(c.Paths.KubeletKubeconfig, kc, 0o600); err != nil {
 		return err
 	}
 	if _, err := c.start("kubelet", nil, c.kube("kubelet"),
-		"--config="+c.Path("kubelet", "config.yaml"), "--kubeconfig="+KubeletKubeconfig,
+		"--config="+c.Path("kubelet", "config.yaml"), "--kubeconfig="+c.Paths.KubeletKubeconfig,
 		"--root-dir="+names.KubeletDir, "--hostname-override="+NodeName,
 		"--containerd="+c.ContainerdSock(), "--v=2"); err != nil {
 		return err

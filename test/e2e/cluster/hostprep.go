@@ -16,8 +16,9 @@ import (
 )
 
 // prepareHost makes the host changes a node needs, recording each first: the host paths the
-// components will create, enough hugepages, the mount of the agent's state directory shared, the `kubernetes` Service address routed
-// to the API server, the CNI directories and the node's primary network.
+// components will create, enough hugepages, the mount of the agent's state directory shared, the
+// `kubernetes` Service address routed to the API server, the cluster's Paths (CNI directories,
+// the kubelet kubeconfig's) and the node's primary network.
 func (c *Cluster) prepareHost(ctx context.Context) error {
 	for _, p := range hostPaths {
 		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
@@ -53,14 +54,12 @@ func (c *Cluster) prepareHost(ctx context.Context) error {
 	if out, err := exec.CommandContext(ctx, "iptables", rule...).CombinedOutput(); err != nil {
 		return fmt.Errorf("iptables %s: %v: %s", strings.Join(rule, " "), err, out)
 	}
-	for _, d := range []string{CNIConfDir, CNIBinDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
+	if err := c.makeDirs(c.Paths.Dirs()...); err != nil {
+		return err
 	}
 	plugins, _ := filepath.Glob("/usr/lib/cni/*")
 	for _, p := range plugins {
-		dst := filepath.Join(CNIBinDir, filepath.Base(p))
+		dst := filepath.Join(c.Paths.CNIBinDir, filepath.Base(p))
 		if _, err := os.Lstat(dst); err == nil {
 			continue // the machine's own
 		}
@@ -77,10 +76,10 @@ func (c *Cluster) prepareHost(ctx context.Context) error {
 	if err := c.podNetworkToAPIServer(ctx); err != nil {
 		return err
 	}
-	if err := c.record(Change{Kind: "path", Path: Conflist}); err != nil {
+	if err := c.record(Change{Kind: "path", Path: c.Paths.Conflist()}); err != nil {
 		return err
 	}
-	return writeJSON(Conflist, c.primaryNetwork())
+	return writeJSON(c.Paths.Conflist(), c.primaryNetwork())
 }
 
 // podNetworkToAPIServer connects the pod network and the API server both ways, for pods that

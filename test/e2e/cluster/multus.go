@@ -12,19 +12,12 @@ import (
 	"github.com/memifnet/memifnet/internal/safefs"
 )
 
-// MultusConf is the Multus thin plugin's configuration: the first file of the CNI config dir, so
-// containerd runs Multus for every pod, with the cluster's primary network as its default
-// delegate.
-const MultusConf = CNIConfDir + "/00-multus.conf"
-
-const multusKubeconfigDir = CNIConfDir + "/multus.d"
-
 //go:embed multus/crd.yaml multus/rbac.yaml multus/thick.yaml
 var multusManifests embed.FS
 
 // InstallMultus installs the Multus thin plugin on the node the way its own installer would
-// (binary in the CNI bin dir, a kubeconfig, a configuration that wins over the primary
-// network's), plus the NetworkAttachmentDefinition CRD and Multus's RBAC. UninstallMultus (or
+// (binary in the CNI bin dir, a kubeconfig, a configuration that wins over the primary network's:
+// Paths.MultusConf), plus the NetworkAttachmentDefinition CRD and Multus's RBAC. UninstallMultus (or
 // Down) takes it out.
 func (c *Cluster) InstallMultus(ctx context.Context) error {
 	if c.In.MultusDir == "" {
@@ -39,9 +32,10 @@ func (c *Cluster) InstallMultus(ctx context.Context) error {
 		"crd/network-attachment-definitions.k8s.cni.cncf.io").CombinedOutput(); err != nil {
 		return fmt.Errorf("NetworkAttachmentDefinition CRD not established: %v: %s", err, out)
 	}
-	bin := filepath.Join(CNIBinDir, "multus")
-	for _, p := range []string{bin, multusKubeconfigDir, MultusConf} {
-		if err := c.record(Change{Kind: "path", Path: p}); err != nil {
+	p := c.Paths
+	bin := filepath.Join(p.CNIBinDir, "multus")
+	for _, f := range []string{bin, p.multusKubeconfigDir(), p.MultusConf()} {
+		if err := c.record(Change{Kind: "path", Path: f}); err != nil {
 			return err
 		}
 	}
@@ -52,14 +46,14 @@ func (c *Cluster) InstallMultus(ctx context.Context) error {
 	if err := safefs.WriteFile(bin, b, 0o755, safefs.WriteOptions{}); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(multusKubeconfigDir, 0o700); err != nil {
+	if err := os.MkdirAll(p.multusKubeconfigDir(), 0o700); err != nil {
 		return err
 	}
 	kc, err := os.ReadFile(c.Path("multus.kubeconfig"))
 	if err != nil {
 		return err
 	}
-	kubeconfig := filepath.Join(multusKubeconfigDir, "multus.kubeconfig")
+	kubeconfig := filepath.Join(p.multusKubeconfigDir(), "multus.kubeconfig")
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		return err
 	}
@@ -68,19 +62,20 @@ func (c *Cluster) InstallMultus(ctx context.Context) error {
 		"name":       "multus-cni-network",
 		"type":       "multus",
 		"kubeconfig": kubeconfig,
-		"binDir":     CNIBinDir,
+		"binDir":     p.CNIBinDir,
 		"cniDir":     c.Path("multus", "cache"),
 		"logFile":    filepath.Join(c.LogDir(), "multus.log"),
 		"logLevel":   "verbose",
 		"delegates":  []any{c.primaryNetwork()},
 	}
-	return writeJSON(MultusConf, conf)
+	return writeJSON(p.MultusConf(), conf)
 }
 
 // UninstallMultus removes what InstallMultus installed.
 func (c *Cluster) UninstallMultus(ctx context.Context) error {
-	for _, p := range []string{MultusConf, multusKubeconfigDir, filepath.Join(CNIBinDir, "multus")} {
-		if err := os.RemoveAll(p); err != nil {
+	p := c.Paths
+	for _, f := range []string{p.MultusConf(), p.multusKubeconfigDir(), filepath.Join(p.CNIBinDir, "multus")} {
+		if err := os.RemoveAll(f); err != nil {
 			return err
 		}
 	}

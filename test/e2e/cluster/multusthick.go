@@ -57,8 +57,8 @@ func (c *Cluster) InstallMultusThick(ctx context.Context, o ThickOptions) error 
 	if err := c.ImportImage(ctx, tarball); err != nil {
 		return err
 	}
-	for _, p := range []string{filepath.Join(CNIConfDir, multusThickConf), filepath.Join(CNIBinDir, "multus-shim"),
-		filepath.Join(CNIBinDir, "passthru")} {
+	for _, p := range []string{filepath.Join(c.Paths.CNIConfDir, multusThickConf), filepath.Join(c.Paths.CNIBinDir, "multus-shim"),
+		filepath.Join(c.Paths.CNIBinDir, "passthru")} {
 		if err := c.record(Change{Kind: "path", Path: p}); err != nil {
 			return err
 		}
@@ -92,7 +92,7 @@ func (c *Cluster) ConfigureMultusThick(ctx context.Context, o ThickOptions) erro
 		"--timeout=3m").CombinedOutput(); err != nil {
 		return fmt.Errorf("multus-thick rollout: %v: %s", err, out)
 	}
-	conf := filepath.Join(CNIConfDir, multusThickConf)
+	conf := filepath.Join(c.Paths.CNIConfDir, multusThickConf)
 	return node.Poll(ctx, time.Minute, "the Multus daemon's "+conf, func() (bool, error) {
 		b, err := os.ReadFile(conf)
 		return err == nil && strings.Contains(string(b), `"multus-shim"`), nil
@@ -105,8 +105,8 @@ func (c *Cluster) UninstallMultusThick(ctx context.Context) error {
 	if err := c.applyThick(ctx, "delete", ThickOptions{}, "--ignore-not-found", "--wait=true"); err != nil {
 		return err
 	}
-	for _, p := range []string{filepath.Join(CNIConfDir, multusThickConf), filepath.Join(CNIBinDir, "multus-shim"),
-		filepath.Join(CNIBinDir, "passthru")} {
+	for _, p := range []string{filepath.Join(c.Paths.CNIConfDir, multusThickConf), filepath.Join(c.Paths.CNIBinDir, "multus-shim"),
+		filepath.Join(c.Paths.CNIBinDir, "passthru")} {
 		if err := os.RemoveAll(p); err != nil {
 			return err
 		}
@@ -124,7 +124,7 @@ func (c *Cluster) applyThick(ctx context.Context, verb string, o ThickOptions, e
 	if o.StateBidirectional {
 		state = "            - {name: memifnet-state, mountPath: /hostroot" + names.StateDir + ", mountPropagation: Bidirectional}"
 	}
-	y := strings.NewReplacer("{{CNI_CONF_DIR}}", CNIConfDir, "{{CNI_BIN_DIR}}", CNIBinDir,
+	y := strings.NewReplacer("{{CNI_CONF_DIR}}", c.Paths.CNIConfDir, "{{CNI_BIN_DIR}}", c.Paths.CNIBinDir,
 		"{{IMAGE}}", MultusThickImage, "{{NAMESPACE_ISOLATION}}", strconv.FormatBool(o.NamespaceIsolation),
 		"{{STATE_MOUNT}}", state,
 		"{{NETNS_DIR}}", c.Path("containerd", "state", "io.containerd.grpc.v1.cri", "netns")).Replace(string(b))

@@ -47,7 +47,7 @@ func (c *Cluster) holderScript(s NodeSpec) string {
 	} else {
 		fmt.Fprintf(&b, "mount -t tmpfs -o size=4k,mode=0755 memifnet-node%d-nohugepages /dev/hugepages\n", s.Index)
 	}
-	for _, p := range NodePaths {
+	for _, p := range c.NodePaths() {
 		fmt.Fprintf(&b, "mount --bind %q %q\nmount --make-shared %q\n", c.NodeRoot(s.Index, p), p, p)
 	}
 	fmt.Fprintf(&b, "touch %q\nexec sleep infinity\n", c.holderReady(s.Index))

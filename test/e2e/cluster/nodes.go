@@ -35,12 +35,15 @@ const (
 	MaxNodes = 8
 )
 
-// NodePaths are the paths a node's components and memifnet use on a node; every node after the
-// first has its own directory bind-mounted over each one, in its own mount namespace.
-var NodePaths = []string{
-	"/var/lib/kubelet", "/var/log/pods", "/var/log/containers", CNIConfDir, CNIBinDir,
-	"/run/containerd", "/var/lib/containerd", "/opt/containerd", "/var/lib/cni", "/var/lib/memifnet",
-	"/etc/cdi", "/run/cdi", "/run/nri", "/run/k8s.cni.cncf.io", "/run/multus", "/etc/kubernetes",
+// NodePaths are the paths a node's components and memifnet use on a node, with the cluster's
+// Paths (the CNI dirs, the kubelet kubeconfig's dir); every node after the first has its own
+// directory bind-mounted over each one, in its own mount namespace.
+func (c *Cluster) NodePaths() []string {
+	return append([]string{
+		"/var/lib/kubelet", "/var/log/pods", "/var/log/containers",
+		"/run/containerd", "/var/lib/containerd", "/opt/containerd", "/var/lib/cni", "/var/lib/memifnet",
+		"/etc/cdi", "/run/cdi", "/run/nri", "/run/k8s.cni.cncf.io", "/run/multus",
+	}, c.Paths.Dirs()...)
 }
 
 // NodeSpec is one node of the cluster and the role it plays.
@@ -214,13 +217,8 @@ func (c *Cluster) labelNodes(ctx context.Context) error {
 // mount points on the machine the node's directories are mounted over (recorded: node 1 made
 // most of them already).
 func (c *Cluster) prepareNodeDirs(s NodeSpec) error {
-	for _, p := range NodePaths {
-		if _, err := os.Lstat(p); os.IsNotExist(err) {
-			if err := c.record(Change{Kind: "path", Path: p}); err != nil {
-				return err
-			}
-		}
-		if err := os.MkdirAll(p, 0o755); err != nil {
+	for _, p := range c.NodePaths() {
+		if err := c.makeDirs(p); err != nil {
 			return err
 		}
 		if err := os.MkdirAll(c.NodeRoot(s.Index, p), 0o755); err != nil {
@@ -229,11 +227,11 @@ func (c *Cluster) prepareNodeDirs(s NodeSpec) error {
 	}
 	plugins, _ := filepath.Glob("/usr/lib/cni/*")
 	for _, p := range plugins {
-		if err := os.Symlink(p, c.NodeRoot(s.Index, filepath.Join(CNIBinDir, filepath.Base(p)))); err != nil {
+		if err := os.Symlink(p, c.NodeRoot(s.Index, filepath.Join(c.Paths.CNIBinDir, filepath.Base(p)))); err != nil {
 			return err
 		}
 	}
-	if err := writeJSON(c.NodeRoot(s.Index, Conflist), c.nodePrimaryNetwork(s.Index)); err != nil {
+	if err := writeJSON(c.NodeRoot(s.Index, c.Paths.Conflist()), c.nodePrimaryNetwork(s.Index)); err != nil {
 		return err
 	}
 	return c.writeNodeCredentials(s)

@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -47,7 +48,7 @@ func TestHolderScript(t *testing.T) {
 	c := New("/repo", "/run/b", Inputs{}, nil)
 	nodes := Layout(3)
 	s2 := c.holderScript(nodes[1])
-	for _, p := range NodePaths {
+	for _, p := range c.NodePaths() {
 		bind := `mount --bind "/run/b/nodes/2/root` + p + `" "` + p + `"`
 		if !strings.Contains(s2, bind+"\nmount --make-shared \""+p+"\"\n") {
 			t.Errorf("node 2 does not bind %s and make it shared:\n%s", p, s2)
@@ -78,7 +79,7 @@ func TestNodeCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := Layout(2)[1]
-	if err := os.MkdirAll(c.NodeRoot(2, "/etc/kubernetes"), 0o755); err != nil {
+	if err := os.MkdirAll(c.NodeRoot(2, filepath.Dir(c.Paths.KubeletKubeconfig)), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.writeNodeCredentials(s); err != nil {
@@ -115,7 +116,7 @@ func TestNodeCredentials(t *testing.T) {
 	if _, err := read("node2-kubelet-serving").Verify(x509.VerifyOptions{DNSName: NodeName, Roots: roots}); err == nil {
 		t.Error("node 2 serving certificate verifies for node 1's address")
 	}
-	kc, err := os.ReadFile(c.NodeRoot(2, KubeletKubeconfig))
+	kc, err := os.ReadFile(c.NodeRoot(2, c.Paths.KubeletKubeconfig))
 	if err != nil || !strings.Contains(string(kc), "server: https://10.96.0.1:443") {
 		t.Errorf("node 2 kubeconfig: %v\n%s", err, kc)
 	}

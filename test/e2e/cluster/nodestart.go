@@ -21,7 +21,7 @@ func inNode(pid int, args ...string) []string {
 
 // writeNodeCredentials writes node s's kubelet certificates (a client certificate for
 // system:node:<address> in system:nodes, a serving certificate for its address, both from the
-// cluster CA) and its kubeconfig where kubeadm keeps it, in the node's own /etc/kubernetes: the
+// cluster CA) and its kubeconfig at the cluster's Paths, in the node's own view: the
 // server is the `kubernetes` Service, which the node's network sends to the API server.
 func (c *Cluster) writeNodeCredentials(s NodeSpec) error {
 	p := c.pki()
@@ -47,7 +47,7 @@ func (c *Cluster) writeNodeCredentials(s NodeSpec) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(c.NodeRoot(s.Index, KubeletKubeconfig), kc, 0o600)
+	return os.WriteFile(c.NodeRoot(s.Index, c.Paths.KubeletKubeconfig), kc, 0o600)
 }
 
 func nodeCert(i int, what string) string { return fmt.Sprintf("node%d-%s", i, what) }
@@ -65,7 +65,7 @@ func (c *Cluster) startContainerdOn(ctx context.Context, i, holder int) error {
 		return err
 	}
 	cfg := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfg, []byte(containerdConfig(dir, pause)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(containerdConfig(dir, pause, c.Paths)), 0o644); err != nil {
 		return err
 	}
 	env := []string{"PATH=" + c.In.ContainerdDir + ":" + os.Getenv("PATH")}
@@ -110,7 +110,7 @@ func (c *Cluster) startNodeKubelet(ctx context.Context, s NodeSpec, holder int) 
 	}
 	name := daemonName(s.Index, "kubelet")
 	if _, err := c.start(name, nil, inNode(holder, c.kube("kubelet"),
-		"--config="+file, "--kubeconfig="+KubeletKubeconfig,
+		"--config="+file, "--kubeconfig="+c.Paths.KubeletKubeconfig,
 		"--root-dir="+names.KubeletDir, "--hostname-override="+s.Name, "--node-ip="+s.Name,
 		"--containerd="+c.ContainerdSockOf(s.Index), "--v=2")...); err != nil {
 		return err

@@ -33,6 +33,8 @@ type Snapshot struct {
 	HugepagesFree int
 	Paths         []string // host paths that exist (of hostPaths, the CNI files, the state dir's tree)
 	Processes     []string // "<pid> <argv0>" of cluster programs
+	// Distro are the cluster paths the snapshot looked at (with Kubeadm's, always).
+	Distro Paths
 }
 
 // programs whose processes must not outlive the cluster.
@@ -45,9 +47,11 @@ var MemifnetFiles = []string{
 	"/run/k8s.cni.cncf.io/devinfo/*/memifnet*",
 }
 
-// TakeSnapshot reads the host state.
-func TakeSnapshot() (Snapshot, error) {
-	var s Snapshot
+// TakeSnapshot reads the host state, for a cluster with paths p: its CNI dirs and kubeconfig
+// dir, every directory above them, and Kubeadm's (a cluster with other paths must leave those
+// alone).
+func TakeSnapshot(p Paths) (Snapshot, error) {
+	s := Snapshot{Distro: p.orDefault()}
 	ms, err := safefs.ReadMountinfo()
 	if err != nil {
 		return s, err
@@ -89,17 +93,7 @@ func TakeSnapshot() (Snapshot, error) {
 		}
 		return nil
 	})
-	for _, p := range append(append([]string{}, hostPaths...), CNIBinDir, CNIConfDir, Conflist, MultusConf) {
-		if _, err := os.Lstat(p); err == nil {
-			s.Paths = append(s.Paths, p)
-		}
-	}
-	if bins, err := filepath.Glob(CNIBinDir + "/*"); err == nil {
-		s.Paths = append(s.Paths, bins...)
-	}
-	if confs, err := filepath.Glob(CNIConfDir + "/*"); err == nil {
-		s.Paths = append(s.Paths, confs...)
-	}
+	s.Paths = append(s.Paths, cniPaths(s.Distro)...)
 	// What memifnet leaves in directories it shares with others: the kubelet's device plugin
 	// and DRA plugin sockets and registrations, CDI specs, NPWG device-info files.
 	for _, g := range MemifnetFiles {
@@ -114,16 +108,46 @@ func TakeSnapshot() (Snapshot, error) {
 		if err != nil || len(cmd) == 0 {
 			continue
 		}
-		argv0 := strings.SplitN(string(cmd), "\x00", 2)[0]
-		// Programs run from the temp dir are other tests' builds on this shared machine (go test
-		// of cmd/memif-perf runs /tmp/memif-perf-test-*/memif-perf): the cluster runs none there.
-		if clusterPrograms.MatchString(argv0) && !strings.HasPrefix(argv0, os.TempDir()+"/") {
+		if argv0 := strings.SplitN(string(cmd), "\x00", 2)[0]; clusterProcess(argv0) {
 			if _, err := fmt.Sscan(e.Name(), new(int)); err == nil {
 				s.Processes = append(s.Processes, e.Name()+" "+argv0)
 			}
 		}
 	}
 	return s, nil
+}
+
+// cniPaths are the paths of hostPaths and of the cluster paths p and Kubeadm that exist: every
+// directory down to the CNI dirs and the kubeconfig's, the entries of those, and the kubeconfig.
+func cniPaths(p Paths) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(paths ...string) {
+		for _, x := range paths {
+			if _, err := os.Lstat(x); err == nil && !seen[x] {
+				seen[x] = true
+				out = append(out, x)
+			}
+		}
+	}
+	add(hostPaths...)
+	for _, q := range []Paths{Kubeadm, p} {
+		add(q.ancestors()...)
+		for _, d := range q.Dirs() {
+			ents, _ := filepath.Glob(d + "/*")
+			add(ents...)
+		}
+	}
+	return out
+}
+
+// clusterProcess reports whether a process started as argv0 may be one of the cluster's. Programs
+// run from the temp dir (go test of cmd/memif-perf runs /tmp/memif-perf-test-*/memif-perf) or
+// from a working directory (./memif-perf) are others' builds on this shared machine: the cluster
+// runs its programs by absolute path, and runc those of pods by absolute path or by name.
+func clusterProcess(argv0 string) bool {
+	return clusterPrograms.MatchString(argv0) && !strings.HasPrefix(argv0, os.TempDir()+"/") &&
+		!strings.HasPrefix(argv0, "./") && !strings.HasPrefix(argv0, "../")
 }
 
 // Diff lists how after differs from s ("+" appeared, "-" went away), per kind.
@@ -165,7 +189,7 @@ func (s Snapshot) Diff(after Snapshot) []string {
 // processes still running. Changes others may make on a shared machine meanwhile (a mount in
 // /tmp, a process ending) are not counted.
 func (s Snapshot) Leaks(after Snapshot, base string) []string {
-	ours := append(append([]string{}, hostPaths...), base, CNIBinDir, CNIConfDir)
+	ours := append(append(append([]string{}, hostPaths...), base), append(Kubeadm.Dirs(), s.Distro.orDefault().Dirs()...)...)
 	under := func(p string) bool {
 		for _, o := range ours {
 			if p == o || strings.HasPrefix(p, o+"/") {
