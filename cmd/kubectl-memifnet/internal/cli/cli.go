@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -23,6 +24,15 @@ const (
 	AgentNamespace = "memifnet-system"
 	AgentSelector  = "app.kubernetes.io/name=memifnet-node"
 )
+
+// agentSelector is AgentSelector parsed.
+var agentSelector = func() labels.Selector {
+	s, err := labels.Parse(AgentSelector)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
 
 const usage = `kubectl memifnet: memif links, ports and slots of a cluster running memifnet.
 
