@@ -53,6 +53,7 @@ func TestTier3MultiNode(t *testing.T) {
 		{"Relabel", x.mnRelabel},
 		{"Full", x.mnFull},
 		{"Drain", x.mnDrain},
+		{"Ops", x.mnOps},
 		{"Helm", x.mnHelm},
 	} {
 		if !t.Run(st.name, func(t *testing.T) { st.fn(ctx, t, nodes) }) {
@@ -64,6 +65,7 @@ func TestTier3MultiNode(t *testing.T) {
 // mnInstall: `kubectl apply -k manifests/` runs one agent on each memifnet node, with its
 // profile's resources, and nothing of memifnet on the other node; no memifnet pod is Pending.
 func (x *tier3) mnInstall(ctx context.Context, t *testing.T, nodes []cluster.NodeSpec) {
+	x.mnSnapshotNodes(t, nodes) // for Ops's uninstall
 	x.logf("install: %s", strings.TrimSpace(x.kubectl(ctx, t, "apply", "-k", "manifests/")))
 	for _, ds := range []string{t3DaemonSet, t3DaemonSet + "-small"} {
 		x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", ds, "--timeout=3m")

@@ -43,6 +43,8 @@ type tier3 struct {
 	logf func(string, ...any)
 	// installed is the host before the Install step, for the Uninstall step.
 	installed cluster.Snapshot
+	// nodesBefore is each node's own view before TestTier3MultiNode's Install, by index.
+	nodesBefore map[int]cluster.Snapshot
 	// failure is a failed check's message, said again as the test's last line: the cluster's
 	// logs dumped after a failure would otherwise bury it (CI shows the end of the output).
 	failure string
