@@ -97,3 +97,30 @@ func TestNodeAgentAndLinks(t *testing.T) {
 		t.Errorf("node n1 -o json: %s", js)
 	}
 }
+
+// files is an agent whose port's status file is rewritten every third scrape, 5 s of
+// packets (5000) later.
+type files struct{ scrapes int }
+
+func (f *files) Scrape(context.Context, string) (agentmetrics.Snapshot, error) {
+	f.scrapes++
+	file := int64(f.scrapes / 3)
+	return agentmetrics.Snapshot{At: time.Now(), Ports: map[agentmetrics.Key]agentmetrics.Counters{
+		{Namespace: "ns", Pod: "rx", Port: "east"}: {HasUp: true, Up: true, RxPackets: float64(5000 * file), At: time.Unix(5*file, 0)}}}, nil
+}
+
+// The second scrape for rates waits for the port's next status file: one read twice has no
+// rate, and the rate is over the files' times (1000/s), not over the scrapes'.
+func TestScrapeWaitsForNextStatusFile(t *testing.T) {
+	src := &files{}
+	e := &env{opts: opts{rateInterval: time.Millisecond}, metrics: src}
+	first, second, errs := e.scrape(context.Background(), []string{"n1"}, true)
+	k := agentmetrics.Key{Namespace: "ns", Pod: "rx", Port: "east"}
+	if len(errs) != 0 || second["n1"] == nil {
+		t.Fatalf("errs %v, second %v", errs, second)
+	}
+	r, ok := agentmetrics.Rate(*first["n1"], *second["n1"], k)
+	if !ok || r.RxPPS != 1000 || src.scrapes != 3 {
+		t.Errorf("rate %+v %v after %d scrapes; want 1000/s after 3", r, ok, src.scrapes)
+	}
+}
