@@ -44,15 +44,14 @@ func (l *mnOpsLink) received() (pkts, pps float64) {
 }
 
 // running says what is wrong with l as the running link of node n, or "": on n, up, its ends'
-// packets received beyond after (what an earlier reading said: the agent's counters are live).
-// The rate is not required: the status files the agent reads are rewritten every 5 s, so two
-// scrapes a second apart mostly see the same counters (docs/kubectl.md).
+// packets received beyond after (what an earlier reading said: the agent's counters are live)
+// at a nonzero rate.
 func (l *mnOpsLink) running(n cluster.NodeSpec, after float64) string {
 	switch pkts, pps := l.received(); {
 	case l.Node != n.Name || l.State != "up" || len(l.Ends) != 2:
 		return fmt.Sprintf("node %q state %q (%s), %d ends; want node %s, up, two ends", l.Node, l.State, l.StateUnknownReason, len(l.Ends), n.Name)
-	case pkts <= after:
-		return fmt.Sprintf("received %.0f packets (%.0f/s); want more than %.0f", pkts, pps, after)
+	case pkts <= after || pps == 0:
+		return fmt.Sprintf("received %.0f packets at %.0f/s; want more than %.0f, at a nonzero rate", pkts, pps, after)
 	}
 	return ""
 }

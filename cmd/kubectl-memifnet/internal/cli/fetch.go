@@ -119,10 +119,11 @@ func (e *env) scrape(ctx context.Context, nodes []string, rates bool) (first, se
 // maxRateWait bounds the wait for every port's next status file.
 const maxRateWait = portstatus.DefaultInterval + 2*time.Second
 
-// sameFiles reports whether a port of b has the counters of a's reading of its status file.
+// sameFiles reports whether a port of b whose link is up has the counters of a's reading of its
+// status file (a port down may have no writer left to rewrite it: it is not waited for).
 func sameFiles(a, b agentmetrics.Snapshot) bool {
 	for k, cb := range b.Ports {
-		if ca, ok := a.Ports[k]; ok && !cb.At.IsZero() && cb.At.Equal(ca.At) {
+		if ca, ok := a.Ports[k]; ok && cb.Up && !cb.At.IsZero() && cb.At.Equal(ca.At) {
 			return true
 		}
 	}
