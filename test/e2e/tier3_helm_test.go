@@ -17,13 +17,11 @@ import (
 )
 
 // mnHelm: memifnet through its Helm chart (charts/memifnet, the helm CLI of hack/build-tools.sh)
-// on node 1 as `kubectl delete -k manifests/` just left it. `helm install` brings the agent back
-// with its slots and units and a link passes verified traffic; `helm upgrade` with a value that
-// changes the agent's pod template rolls node 1's agent while a link there keeps passing verified
-// traffic, and a new link after it does too; `helm uninstall` leaves node 1 as `kubectl delete
-// -k` did (the host snapshot compared). Node 2 is unlabelled first (its agent drains, as in
-// Relabel): an uninstall on node 2 takes away the harness's bind mount of the node's own
-// /var/lib/memifnet (it is a mount point only in this harness), and no agent starts there again.
+// on the nodes as `kubectl delete -k manifests/` left them. `helm install` brings the agents back
+// with their slots and units and a link passes verified traffic; `helm upgrade` with a value that
+// changes the agent's pod template rolls the agents while a link on node 1 keeps passing verified
+// traffic, and a new link after it does too; `helm uninstall` leaves every node as `kubectl
+// delete -k` did (each node's own view compared; node 1's with the host snapshot).
 func (x *tier3) mnHelm(ctx context.Context, t *testing.T, nodes []cluster.NodeSpec) {
 	helm, err := cluster.Helm(ctx, x.repo, os.Stderr)
 	if err != nil {
@@ -37,15 +35,23 @@ func (x *tier3) mnHelm(ctx context.Context, t *testing.T, nodes []cluster.NodeSp
 		}
 		return string(out)
 	}
-	x.kubectl(ctx, t, "label", "node", nodes[1].Name, cluster.LabelNode+"-")
-	x.waitAgents(ctx, t, nodes[1].Name, 0)
-	x.deleteK(ctx, t, "manifests/")
-	x.namespaceGone(ctx, t)
+	// After the Ops step memifnet is uninstalled already; run right after Install, it goes here.
+	if _, err := x.cs.CoreV1().Namespaces().Get(ctx, t3Namespace, metav1.GetOptions{}); err == nil {
+		x.deleteK(ctx, t, "manifests/")
+		x.namespaceGone(ctx, t)
+	}
 	// No pod's attachment is left; the agent's own state may leave a trace (a memif-cni DEL of a
 	// memifnet pod racing the uninstall makes state/attachments again), which the snapshot keeps.
-	x.mnNoLeftovers(ctx, t, nodes[0], false)
-	deleted := x.snapshot(t)
-	x.logf("helm: kubectl delete -k manifests/ done; snapshot of node 1 taken")
+	deleted := map[int]cluster.Snapshot{}
+	for _, n := range nodes {
+		x.mnNoLeftovers(ctx, t, n, false)
+		s, err := x.c.NodeSnapshot(n.Index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted[n.Index] = s
+	}
+	x.logf("helm: memifnet uninstalled (kubectl delete -k manifests/); every node's snapshot taken")
 
 	x.logf("helm: %s", firstLine(run("install", "memifnet", "charts/memifnet")))
 	x.mnHelmReady(ctx, t, nodes)
@@ -71,12 +77,15 @@ func (x *tier3) mnHelm(ctx context.Context, t *testing.T, nodes []cluster.NodeSp
 		t.Fatal(err)
 	}
 	x.namespaceGone(ctx, t)
-	x.nodeAsBefore(ctx, t, deleted, "after helm uninstall, as after kubectl delete -k manifests/:")
-	x.logf("helm: helm uninstall left node 1 as kubectl delete -k does")
+	x.nodeAsBefore(ctx, t, deleted[1], "after helm uninstall, as after kubectl delete -k manifests/:")
+	for _, n := range nodes[1:] {
+		x.mnNodeAsBefore(ctx, t, n, deleted[n.Index], "after helm uninstall, as after kubectl delete -k manifests/:")
+	}
+	x.logf("helm: helm uninstall left every node as kubectl delete -k does")
 }
 
-// mnHelmReady waits until both agent DaemonSets (the small profile's on no node) and the webhook
-// are rolled out and node 1 offers its slots and units.
+// mnHelmReady waits until both agent DaemonSets and the webhook are rolled out and both
+// memifnet nodes offer their profiles' slots and units.
 func (x *tier3) mnHelmReady(ctx context.Context, t *testing.T, nodes []cluster.NodeSpec) {
 	t.Helper()
 	for _, ds := range []string{t3DaemonSet, t3DaemonSet + "-small"} {
@@ -84,6 +93,7 @@ func (x *tier3) mnHelmReady(ctx context.Context, t *testing.T, nodes []cluster.N
 	}
 	x.webhookReady(ctx, t)
 	x.allocatable(ctx, t, nodes[0].Name, 64, 4)
+	x.allocatable(ctx, t, nodes[1].Name, 32, 2)
 }
 
 // mnHelmLink runs one link (annotation-only pods, placed by the webhook) to its verified end.

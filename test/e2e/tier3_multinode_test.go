@@ -58,6 +58,7 @@ func TestTier3MultiNode(t *testing.T) {
 		{"Drain", x.mnDrain},
 		{"NodeLoss", x.mnNodeLoss},
 		{"DRA", x.mnDRA},
+		{"Ops", x.mnOps},
 		{"Helm", x.mnHelm},
 	} {
 		if !t.Run(st.name, func(t *testing.T) { st.fn(ctx, t, nodes) }) {
@@ -69,6 +70,7 @@ func TestTier3MultiNode(t *testing.T) {
 // mnInstall: `kubectl apply -k manifests/` runs one agent on each memifnet node, with its
 // profile's resources, and nothing of memifnet on the other node; no memifnet pod is Pending.
 func (x *tier3) mnInstall(ctx context.Context, t *testing.T, nodes []cluster.NodeSpec) {
+	x.mnSnapshotNodes(t, nodes) // for Ops's uninstall
 	x.logf("install: %s", strings.TrimSpace(x.kubectl(ctx, t, "apply", "-k", "manifests/")))
 	for _, ds := range []string{t3DaemonSet, t3DaemonSet + "-small"} {
 		x.kubectl(ctx, t, "-n", t3Namespace, "rollout", "status", ds, "--timeout=3m")
@@ -336,36 +338,8 @@ func mnPod(name, port, annotation string, args ...string) string {
 	return strings.Replace(y, `'[{"name":"`+port+`","link":"placeholder"}]'`, "'"+annotation+"'", 1)
 }
 
-// visibleUnder is the mounts below dir that a path reaches. On a node after the first, dir is
-// the node's own bind mount; node 1's mounts below the same path propagate into the node's
-// mount namespace too (it is a slave of the machine's) but hang beneath that bind, hidden, and
-// are not the node's: only mounts descending from the topmost mount at dir count.
+// visibleUnder is the mounts below dir that a path reaches in a node's own view
+// (cluster.VisibleUnder).
 func visibleUnder(ms []safefs.MountEntry, dir string) []safefs.MountEntry {
-	byID := map[int]safefs.MountEntry{}
-	top := -1
-	for _, m := range ms {
-		byID[m.ID] = m
-		if m.Point == dir {
-			top = m.ID // the last mounted at dir is the one on top
-		}
-	}
-	var out []safefs.MountEntry
-	for _, m := range ms {
-		if !strings.HasPrefix(m.Point, dir+"/") {
-			continue
-		}
-		ok := top < 0
-		for p, seen := m.Parent, 0; !ok && seen < len(ms); p, seen = byID[p].Parent, seen+1 {
-			if p == top {
-				ok = true
-			}
-			if _, known := byID[p]; !known {
-				break
-			}
-		}
-		if ok {
-			out = append(out, m)
-		}
-	}
-	return out
+	return cluster.VisibleUnder(ms, dir)
 }

@@ -45,6 +45,8 @@ type tier3 struct {
 	installed cluster.Snapshot
 	// up is the host before the cluster came up (upClusterWith).
 	up cluster.Snapshot
+	// nodesBefore is each node's own view before TestTier3MultiNode's Install, by index.
+	nodesBefore map[int]cluster.Snapshot
 	// failure is a failed check's message, said again as the test's last line: the cluster's
 	// logs dumped after a failure would otherwise bury it (CI shows the end of the output).
 	failure string

@@ -27,11 +27,18 @@ const (
 	RxNoBuffers     = Prefix + "rx_no_buffers_total"
 )
 
-// The node agent's own: its status-file errors and the state of a link's two ends.
+// The node agent's own: its status-file errors, the state of a link's two ends, and when the
+// port's writer took the counters it reports (the status file's time): the counters change only
+// when the file is rewritten (every few seconds), so a rate is their change over this time's,
+// not over the time between two scrapes.
 const (
 	StatusErrors = Prefix + "status_errors_total"
 	LinkUp       = "memifnet_link_up"
+	StatusTime   = Prefix + "status_time_seconds"
 )
+
+// HelpStatusTime is StatusTime's help.
+const HelpStatusTime = "When the port's application took the snapshot of these counters (its status file), Unix seconds: compute rates over this time's change."
 
 // Help texts of the metrics both exporters share: the numbers mean the same wherever read.
 // (Up's differs: the agent's reading comes from a status file that can go stale.)

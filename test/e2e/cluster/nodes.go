@@ -37,14 +37,23 @@ const (
 
 // NodePaths are the paths a node's components and memifnet use on a node, with the cluster's
 // Paths (the CNI dirs, the kubelet kubeconfig's dir); every node after the first has its own
-// directory bind-mounted over each one, in its own mount namespace.
+// directory bind-mounted over each one, in its own mount namespace, in this order. /var/lib is
+// bound whole, not its kubelet, containerd, cni and memifnet dirs one by one: memifnet's state
+// dir must be a plain directory in it, as on a real node, which the agent makes and an uninstall
+// removes. A bind on /var/lib/memifnet itself would be a mount point only there (the agent leaves
+// it, and says so), and node 1's uninstall removing the machine's /var/lib/memifnet would detach
+// it from under the node (rmdir detaches the mounts other namespaces have on a directory). Paths
+// under /var/lib (k3s's) come after it: their bind is then the node's own directory on itself.
 func (c *Cluster) NodePaths() []string {
 	return append([]string{
-		"/var/lib/kubelet", "/var/log/pods", "/var/log/containers",
-		"/run/containerd", "/var/lib/containerd", "/opt/containerd", "/var/lib/cni", "/var/lib/memifnet",
+		"/var/lib", "/var/log/pods", "/var/log/containers", "/run/containerd", "/opt/containerd",
 		"/etc/cdi", "/run/cdi", "/run/nri", "/run/k8s.cni.cncf.io", "/run/multus",
 	}, c.Paths.Dirs()...)
 }
+
+// nodeVarLib are the directories of a node's own /var/lib its components use, made before they
+// start; not memifnet's state dir, which the agent makes as on any node.
+var nodeVarLib = []string{"/var/lib/kubelet", "/var/lib/containerd", "/var/lib/cni"}
 
 // NodeSpec is one node of the cluster and the role it plays.
 type NodeSpec struct {
@@ -221,6 +230,11 @@ func (c *Cluster) prepareNodeDirs(s NodeSpec) error {
 		if err := c.makeDirs(p); err != nil {
 			return err
 		}
+		if err := os.MkdirAll(c.NodeRoot(s.Index, p), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, p := range nodeVarLib {
 		if err := os.MkdirAll(c.NodeRoot(s.Index, p), 0o755); err != nil {
 			return err
 		}

@@ -24,10 +24,11 @@ func TestAgentFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap := FromSamples(time.Unix(0, 0), s)
+	at := time.Unix(1796335200, 0) // the status files' time in the agent's test
 	want := map[Key]Counters{
-		{"ns", "east", "p0"}:     {Link: "l1", HasUp: true, Up: true, RxPackets: 1e6, TxPackets: 7, RxBytes: 64e6, TxBytes: 448, Drops: 1},
-		{"ns", "west", "p0"}:     {Link: "l1", HasUp: true, Up: false, RxPackets: 7, TxPackets: 7, RxBytes: 448, TxBytes: 448, Drops: 5},
-		{"ns", "vpp-app", "up0"}: {HasUp: true, Up: true, RxPackets: 42, TxPackets: 7, RxBytes: 2688, TxBytes: 448, Drops: 1},
+		{"ns", "east", "p0"}:     {Link: "l1", HasUp: true, Up: true, RxPackets: 1e6, TxPackets: 7, RxBytes: 64e6, TxBytes: 448, Drops: 1, At: at},
+		{"ns", "west", "p0"}:     {Link: "l1", HasUp: true, Up: false, RxPackets: 7, TxPackets: 7, RxBytes: 448, TxBytes: 448, Drops: 5, At: at},
+		{"ns", "vpp-app", "up0"}: {HasUp: true, Up: true, RxPackets: 42, TxPackets: 7, RxBytes: 2688, TxBytes: 448, Drops: 1, At: at},
 	}
 	if len(snap.Ports) != len(want) {
 		t.Errorf("%d ports, want %d: %+v", len(snap.Ports), len(want), snap.Ports)

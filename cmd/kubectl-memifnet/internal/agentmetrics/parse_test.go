@@ -122,6 +122,22 @@ func TestRate(t *testing.T) {
 	}
 }
 
+// TestRateOverStatusTime: the agent's counters move only when a port's status file is
+// rewritten (every 5 s), so scrapes a second apart see either the same counters (no rate yet,
+// not 0) or 5 s of packets (their rate over the files' times, not 5 times it over the scrapes').
+func TestRateOverStatusTime(t *testing.T) {
+	k := Key{"ns", "p", "east"}
+	at := func(sec int64, rx float64) Snapshot {
+		return Snapshot{At: time.Unix(sec, 0), Ports: map[Key]Counters{k: {RxPackets: rx, At: time.Unix(1000+5*(sec/5), 0)}}}
+	}
+	if r, ok := Rate(at(11, 1e5), at(12, 1e5), k); ok {
+		t.Errorf("one status file read twice gave a rate: %+v", r)
+	}
+	if r, ok := Rate(at(14, 1e5), at(15, 1.5e5), k); !ok || r.RxPPS != 1e4 {
+		t.Errorf("50000 packets over two files 5 s apart, scraped 1 s apart: %+v %v, want 10000/s", r, ok)
+	}
+}
+
 // BenchmarkParse reads the exposition of an agent with 1000 ports (five samples each) and as
 // many lines of other metrics.
 //

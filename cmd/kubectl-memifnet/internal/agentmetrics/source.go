@@ -2,6 +2,7 @@ package agentmetrics
 
 import (
 	"context"
+	"math"
 	"strings"
 	"time"
 
@@ -18,6 +19,9 @@ type Counters struct {
 	RxPackets, TxPackets float64
 	RxBytes, TxBytes     float64
 	Drops                float64
+	// At is when the port's application took these counters (the agent's StatusTime); zero
+	// when the agent does not say.
+	At time.Time
 }
 
 // Snapshot is one scrape of a node's agent.
@@ -53,6 +57,8 @@ func FromSamples(at time.Time, samples []Sample) Snapshot {
 			c.TxBytes += s.Value
 		case n.Drops:
 			c.Drops += s.Value
+		case n.StatusTime:
+			c.At = time.UnixMilli(int64(math.Round(s.Value * 1e3)))
 		}
 		snap.Ports[k] = c
 	}
@@ -76,11 +82,17 @@ type Rates struct {
 }
 
 // Rate is the port's rates from a to b; false when either lacks the port, the interval is not
-// positive, or a counter went back (the pod's port was reopened).
+// positive, or a counter went back (the pod's port was reopened). The interval is that of the
+// counters' own times when the agent gives them (they change only when the port's status file
+// is rewritten, every few seconds: over the scrapes' interval a rate would be 0 or several
+// times too high), else the scrapes'; with the same own time in both there is no rate yet.
 func Rate(a, b Snapshot, k Key) (Rates, bool) {
 	ca, ok1 := a.Ports[k]
 	cb, ok2 := b.Ports[k]
 	dt := b.At.Sub(a.At).Seconds()
+	if !ca.At.IsZero() && !cb.At.IsZero() {
+		dt = cb.At.Sub(ca.At).Seconds()
+	}
 	if !ok1 || !ok2 || dt <= 0 || cb.RxPackets < ca.RxPackets || cb.TxPackets < ca.TxPackets ||
 		cb.RxBytes < ca.RxBytes || cb.TxBytes < ca.TxBytes {
 		return Rates{}, false

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -29,6 +30,15 @@ const (
 	AgentNamespace = "memifnet-system"
 	AgentSelector  = "app.kubernetes.io/name=memifnet-node"
 )
+
+// agentSelector is AgentSelector parsed.
+var agentSelector = func() labels.Selector {
+	s, err := labels.Parse(AgentSelector)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
 
 // opts is the parsed command line.
 type opts struct {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/memifnet/memifnet/cmd/kubectl-memifnet/internal/agentmetrics"
+	"github.com/memifnet/memifnet/pkg/memif/portstatus"
 )
 
 func (e *env) pods(ctx context.Context, ns string, opts metav1.ListOptions) ([]corev1.Pod, error) {
@@ -73,8 +74,11 @@ func (e *env) getPod(ctx context.Context, name string) (*corev1.Pod, error) {
 	return p, nil
 }
 
-// scrape reads the agents' metrics of the nodes: one snapshot each, or two rateInterval apart
-// when rates are wanted and the first had ports. Errors are per node.
+// scrape reads the agents' metrics of the nodes: one snapshot each, or, when rates are wanted
+// and the first had ports, a second one rateInterval later, taken again every rateInterval
+// (up to maxRateWait) while a port's counters are those of the same status file: an agent's
+// counters move only when a port's application rewrites it (portstatus.DefaultInterval).
+// Errors are per node.
 func (e *env) scrape(ctx context.Context, nodes []string, rates bool) (first, second map[string]*agentmetrics.Snapshot, errs map[string]error) {
 	first, second, errs = map[string]*agentmetrics.Snapshot{}, map[string]*agentmetrics.Snapshot{}, map[string]error{}
 	sort.Strings(nodes)
@@ -89,15 +93,39 @@ func (e *env) scrape(ctx context.Context, nodes []string, rates bool) (first, se
 	if !rates || e.rateInterval <= 0 || len(first) == 0 {
 		return first, second, errs
 	}
-	select {
-	case <-ctx.Done():
-		return first, second, errs
-	case <-time.After(e.rateInterval):
-	}
-	for n := range first {
-		if s, err := e.metrics.Scrape(ctx, n); err == nil {
-			second[n] = &s
+	deadline := time.Now().Add(max(maxRateWait, e.rateInterval))
+	for {
+		select {
+		case <-ctx.Done():
+			return first, second, errs
+		case <-time.After(e.rateInterval):
+		}
+		waiting := false
+		for n, a := range first {
+			if b := second[n]; b != nil && !sameFiles(*a, *b) {
+				continue
+			}
+			if s, err := e.metrics.Scrape(ctx, n); err == nil {
+				second[n] = &s
+				waiting = waiting || sameFiles(*a, s)
+			}
+		}
+		if !waiting || time.Now().Add(e.rateInterval).After(deadline) {
+			return first, second, errs
 		}
 	}
-	return first, second, errs
+}
+
+// maxRateWait bounds the wait for every port's next status file.
+const maxRateWait = portstatus.DefaultInterval + 2*time.Second
+
+// sameFiles reports whether a port of b whose link is up has the counters of a's reading of its
+// status file (a port down may have no writer left to rewrite it: it is not waited for).
+func sameFiles(a, b agentmetrics.Snapshot) bool {
+	for k, cb := range b.Ports {
+		if ca, ok := a.Ports[k]; ok && cb.Up && !cb.At.IsZero() && cb.At.Equal(ca.At) {
+			return true
+		}
+	}
+	return false
 }

@@ -13,32 +13,37 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/memifnet/memifnet/cmd/kubectl-memifnet/internal/linkview"
 	"github.com/memifnet/memifnet/cmd/kubectl-memifnet/internal/nodeview"
 	"github.com/memifnet/memifnet/internal/names"
 )
 
-// runNode needs cluster-wide reads: get nodes, list pods (field selector spec.nodeName), list
-// resourceslices and resourceclaims. What is forbidden besides the node is noted.
+// runNode needs cluster-wide reads: get nodes, list pods (the node's, its agent and its links'
+// peers), list resourceslices and resourceclaims; the links' state and rates need what links
+// does (docs/kubectl.md, RBAC). What is forbidden besides the node is noted.
 func runNode(ctx context.Context, e *env, args []string) error {
 	node, err := e.cs.CoreV1().Nodes().Get(ctx, args[0], metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading node %s (needs get on nodes): %w", args[0], err)
 	}
-	pods, err := e.pods(ctx, "", metav1.ListOptions{FieldSelector: "spec.nodeName=" + node.Name})
-	if err != nil {
-		e.note("used slots unknown: %v", err)
+	pods, podsErr := e.pods(ctx, "", metav1.ListOptions{})
+	if podsErr != nil {
+		e.note("used slots, the node's agent and its links unknown: %v", podsErr)
 	}
 	slices, err := e.slices(ctx)
 	if err != nil {
 		e.note("DRA devices not shown: %v", err)
 	}
-	var claims []resourceapi.ResourceClaim
-	if len(slices) > 0 {
-		if claims, err = e.claims(ctx, ""); err != nil {
-			e.note("DRA devices' use unknown: %v", err)
-		}
+	claims, err := e.claims(ctx, "")
+	if err != nil {
+		e.note("DRA devices' use and DRA links unknown: %v", err)
 	}
 	rep := nodeview.Build(node, pods, slices, claims)
+	if podsErr == nil {
+		rep.AddAgent(node, pods, e.agentNS, agentSelector)
+		rep.AddLinks(linkview.Links(pods, claims))
+		e.addMetrics(ctx, rep.Links)
+	}
 	if evs, err := e.nodeEvents(ctx, node.Name); err != nil {
 		e.note("the node agent's Events (withheld pool units) not read: %v", err)
 	} else {
@@ -74,6 +79,12 @@ func (e *env) slices(ctx context.Context) ([]resourceapi.ResourceSlice, error) {
 
 func printNode(e *env, rep nodeview.Report) error {
 	fmt.Fprintln(e.out, "Node "+clean(rep.Node))
+	switch a := rep.Agent; {
+	case a != nil:
+		fmt.Fprintf(e.out, "Agent %s/%s (%s, %s, %s)\n", clean(a.Namespace), clean(a.Pod), clean(a.Phase), map[bool]string{true: "ready", false: "not ready"}[a.Ready], clean(a.Image))
+	case rep.AgentNote != "":
+		fmt.Fprintln(e.out, "Agent: none: "+clean(rep.AgentNote))
+	}
 	t := newTable(e.out)
 	t.row("RESOURCE", "CAPACITY", "ALLOCATABLE", "USED", "FREE", "UNHEALTHY")
 	for _, r := range rep.Resources {
@@ -106,6 +117,9 @@ func printNode(e *env, rep nodeview.Report) error {
 		if err := t.flush(); err != nil {
 			return err
 		}
+	}
+	if err := printNodeLinks(e, rep); err != nil {
+		return err
 	}
 	if len(rep.Events) > 0 {
 		fmt.Fprintln(e.out, "\nAgent events:")
@@ -145,4 +159,27 @@ func sortedKeys(m map[string]int64) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// printNodeLinks is the node's links, as links -A shows them without the node.
+func printNodeLinks(e *env, rep nodeview.Report) error {
+	if len(rep.Links) == 0 {
+		fmt.Fprintln(e.out, "\nLinks: none")
+		return nil
+	}
+	fmt.Fprintln(e.out, "\nLinks:")
+	t := newTable(e.out)
+	t.row("NAMESPACE", "LINK", "BACKEND", "END-A", "END-B", "STATUS", "STATE", "PPS-AB", "PPS-BA", "DROPS")
+	for _, l := range rep.Links {
+		a, b := l.Ends[0], linkview.End{}
+		if len(l.Ends) > 1 {
+			b = l.Ends[1]
+		}
+		name := l.Name
+		if l.Host {
+			name = "<host-port>"
+		}
+		t.row(l.Namespace, name, l.Backend, endName(a, false), endName(b, l.Host), l.Status, dash(l.State), pps(a, b), pps(b, a), drops(a, b))
+	}
+	return t.flush()
 }

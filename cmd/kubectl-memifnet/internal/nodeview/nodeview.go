@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/memifnet/memifnet/cmd/kubectl-memifnet/internal/linkview"
 	"github.com/memifnet/memifnet/internal/names"
 )
 
@@ -54,11 +55,16 @@ type DRAGroup struct {
 
 // Report is `kubectl memifnet node NODE`.
 type Report struct {
-	Node      string     `json:"node"`
-	Resources []Resource `json:"resources"`
-	Pods      []PodUse   `json:"pods"`
-	DRA       []DRAGroup `json:"dra,omitempty"`
-	Devices   []Device   `json:"draDevices,omitempty"`
+	Node string `json:"node"`
+	// Agent is the node's memifnet agent pod; nil when none runs there, and AgentNote says so.
+	Agent     *Agent `json:"agent,omitempty"`
+	AgentNote string `json:"agentNote,omitempty"`
+	// Links are the links with an end on the node, their state and rates read from its agent.
+	Links     []linkview.Link `json:"links"`
+	Resources []Resource      `json:"resources"`
+	Pods      []PodUse        `json:"pods"`
+	DRA       []DRAGroup      `json:"dra,omitempty"`
+	Devices   []Device        `json:"draDevices,omitempty"`
 	// Unhealthy lists what is known to be unhealthy: device-plugin counts per resource (the API
 	// does not name the devices) and tainted DRA devices.
 	Unhealthy []string `json:"unhealthy"`
@@ -101,7 +107,7 @@ func isMemifnet(r corev1.ResourceName) bool {
 // Build makes the report from the node, the pods bound to it, the driver's slices for it and
 // the claims (any namespace) that may hold its devices.
 func Build(node *corev1.Node, pods []corev1.Pod, slices []resourceapi.ResourceSlice, claims []resourceapi.ResourceClaim) Report {
-	rep := Report{Node: node.Name, Unhealthy: []string{}}
+	rep := Report{Node: node.Name, Unhealthy: []string{}, Links: []linkview.Link{}}
 	res := map[corev1.ResourceName]*Resource{}
 	get := func(r corev1.ResourceName) *Resource {
 		if res[r] == nil {

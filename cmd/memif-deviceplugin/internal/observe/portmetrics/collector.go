@@ -26,6 +26,7 @@ const MinInterval = time.Second
 //	memifnet_port_{rx,tx}_{packets,bytes}_total
 //	memifnet_port_drops_total, memifnet_port_bad_descriptors_total   direction="rx" or "tx"
 //	memifnet_port_ring_full_total, memifnet_port_rx_no_buffers_total
+//	memifnet_port_status_time_seconds       when the application took these counters (rates: over its change)
 //	memifnet_link_up{namespace,link,claim}  1 while both ends of a pod-to-pod link are up
 //	                                        (claim: the DRA claim of a DRA link, "" for memif-cni's)
 //	memifnet_port_status_errors_total{reason}  status files that gave no status
@@ -86,9 +87,10 @@ var (
 	badDescsDesc    = desc(n.BadDescriptors, n.HelpBadDescriptors, n.LabelDirection)
 	ringFullDesc    = desc(n.RingFull, n.HelpRingFull)
 	rxNoBufDesc     = desc(n.RxNoBuffers, n.HelpRxNoBuffers)
+	statusTimeDesc  = desc(n.StatusTime, n.HelpStatusTime)
 	linkUpDesc      = prometheus.NewDesc(n.LinkUp, "Whether both ends of a pod-to-pod link on this node are up (1) or not (0); claim is the DRA claim of a DRA link, empty for a memif-cni link.", []string{n.LabelNamespace, n.LabelLink, n.LabelClaim}, nil)
 	allDescs        = []*prometheus.Desc{upDesc, transitionsDesc, lastDownDesc, rxPacketsDesc, rxBytesDesc, txPacketsDesc,
-		txBytesDesc, dropsDesc, badDescsDesc, ringFullDesc, rxNoBufDesc, linkUpDesc}
+		txBytesDesc, dropsDesc, badDescsDesc, ringFullDesc, rxNoBufDesc, statusTimeDesc, linkUpDesc}
 )
 
 // Describe implements prometheus.Collector.
@@ -187,6 +189,7 @@ func collectPort(ch chan<- prometheus.Metric, r Reading) {
 	}
 	s := r.Status
 	metric(upDesc, prometheus.GaugeValue, bool01(r.Up()))
+	metric(statusTimeDesc, prometheus.GaugeValue, float64(s.Time.UnixMilli())/1e3)
 	counter(transitionsDesc, s.LinkUps, n.ToUp)
 	counter(transitionsDesc, s.LinkDowns, n.ToDown)
 	if s.LastDownReason != portstatus.ReasonNone {
