@@ -215,38 +215,19 @@ func (x *tier3) mnDRALinks(ctx context.Context, t *testing.T, nodes []cluster.No
 	}
 	x.kubectlIn(ctx, t, y.String(), "apply", "-f", "-")
 	t0 := time.Now()
-	where := map[string]string{}
-	for i := range mnLinks {
-		link := fmt.Sprintf("mn-dra-l%d", i)
-		for _, p := range []string{link + "-rx", link + "-tx"} {
-			x.podSucceeded(ctx, t, "default", p, 6*time.Minute)
-			x.verified(ctx, t, "default", p)
-		}
-		rx, tx := x.pod(ctx, t, link+"-rx").Spec.NodeName, x.pod(ctx, t, link+"-tx").Spec.NodeName
-		if rx != tx {
-			t.Errorf("link %s split: %s-rx on %s, %s-tx on %s", link, link, rx, link, tx)
-		}
-		where[link] = rx
-	}
+	where, perNode := x.mnPairsTogether(ctx, t, "mn-dra-l", 6*time.Minute)
 	elapsed := time.Since(t0)
 	seen, err := stop()
 	if err != nil {
 		t.Fatalf("watching the claims: %v", err)
 	}
-	perNode := map[string]int{}
 	for link, n := range where {
 		a := seen[link]
 		if a == nil || !maps1(a.nodes, "metadata.name="+n) || !maps1(a.pools, names.DRADriver+"/"+n) || a.reported != 2 {
 			t.Errorf("claim %s: allocated %+v; want on node %s only, where its pods ran, in pool %s, both ports reported", link, a, n, n)
 		}
-		perNode[n]++
 	}
-	for _, n := range nodes {
-		if n.Memifnet == (perNode[n.Name] == 0) {
-			t.Errorf("links per node %v: want some on every memifnet node and none on the others", perNode)
-			break
-		}
-	}
+	mnSpread(t, nodes, perNode)
 	x.logf("dra: %d links by shared claims, 20 pods Succeeded with verified traffic in %.1fs; links per node %v", mnLinks, elapsed.Seconds(), perNode)
 	x.kubectl(ctx, t, "delete", "pods", "--all", "-n", "default", "--wait=true")
 	x.kubectl(ctx, t, "delete", "resourceclaims", "--all", "-n", "default", "--wait=true")

@@ -120,30 +120,9 @@ func (x *tier3) mnLinks(ctx context.Context, t *testing.T, nodes []cluster.NodeS
 	}
 	x.kubectlIn(ctx, t, y.String(), "apply", "-f", "-")
 	t0 := time.Now()
-	where := map[string]string{} // link -> node
-	perNode := map[string]int{}
-	for i := range mnLinks {
-		link := fmt.Sprintf("mn-l%d", i)
-		for _, p := range []string{link + "-rx", link + "-tx"} {
-			x.podSucceeded(ctx, t, "default", p, 4*time.Minute)
-			x.verified(ctx, t, "default", p)
-		}
-		rx, tx := x.pod(ctx, t, link+"-rx").Spec.NodeName, x.pod(ctx, t, link+"-tx").Spec.NodeName
-		if rx != tx {
-			t.Errorf("link %s split: %s-rx on %s, %s-tx on %s", link, link, rx, link, tx)
-		}
-		where[link] = rx
-		perNode[rx]++
-	}
+	where, perNode := x.mnPairsTogether(ctx, t, "mn-l", 4*time.Minute)
 	x.logf("links: %d links, 20 pods Succeeded with verified traffic in %.1fs; links per node %v", mnLinks, time.Since(t0).Seconds(), perNode)
-	for _, n := range nodes {
-		if n.Memifnet && perNode[n.Name] == 0 {
-			t.Errorf("no link on memifnet node %s: links per node %v", n.Name, perNode)
-		}
-		if !n.Memifnet && perNode[n.Name] != 0 {
-			t.Errorf("%d links on node %s, which runs no memifnet", perNode[n.Name], n.Name)
-		}
-	}
+	mnSpread(t, nodes, perNode)
 	var links struct{ Links []kcLink }
 	x.memifnetJSON(ctx, t, x.c.Kubeconfig(), &links, "links", "-A")
 	for link, n := range where {
@@ -166,6 +145,40 @@ func (x *tier3) mnLinks(ctx context.Context, t *testing.T, nodes []cluster.NodeS
 	x.kubectl(ctx, t, "delete", "pods", "--all", "-n", "default", "--wait=true")
 	for _, n := range nodes {
 		x.mnNoLeftovers(ctx, t, n, false)
+	}
+}
+
+// mnPairsTogether waits for the mnLinks links <prefix>0.. (pods <link>-rx and <link>-tx in
+// default) to Succeed with verified traffic, and returns each link's node and the links per
+// node; a link whose two pods ran on two nodes is an error.
+func (x *tier3) mnPairsTogether(ctx context.Context, t *testing.T, prefix string, timeout time.Duration) (map[string]string, map[string]int) {
+	where, perNode := map[string]string{}, map[string]int{}
+	for i := range mnLinks {
+		link := fmt.Sprintf("%s%d", prefix, i)
+		for _, p := range []string{link + "-rx", link + "-tx"} {
+			x.podSucceeded(ctx, t, "default", p, timeout)
+			x.verified(ctx, t, "default", p)
+		}
+		rx, tx := x.pod(ctx, t, link+"-rx").Spec.NodeName, x.pod(ctx, t, link+"-tx").Spec.NodeName
+		if rx != tx {
+			t.Errorf("link %s split: %s-rx on %s, %s-tx on %s", link, link, rx, link, tx)
+		}
+		where[link] = rx
+		perNode[rx]++
+	}
+	return where, perNode
+}
+
+// mnSpread: links on every memifnet node, none on the others.
+func mnSpread(t *testing.T, nodes []cluster.NodeSpec, perNode map[string]int) {
+	t.Helper()
+	for _, n := range nodes {
+		if n.Memifnet && perNode[n.Name] == 0 {
+			t.Errorf("no link on memifnet node %s: links per node %v", n.Name, perNode)
+		}
+		if !n.Memifnet && perNode[n.Name] != 0 {
+			t.Errorf("%d links on node %s, which runs no memifnet", perNode[n.Name], n.Name)
+		}
 	}
 }
 
