@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,7 +72,32 @@ func (x *tier3) mnDRARestore(ctx context.Context, t *testing.T, nodes []cluster.
 	x.draPutBack(ctx, t, dss...)
 	x.allocatable(ctx, t, nodes[0].Name, 64, 4)
 	x.allocatable(ctx, t, nodes[1].Name, 32, 2)
+	x.mnDRAPluginDirsGone(ctx, t, nodes)
 	x.logf("dra: chained install back on both nodes, no ResourceSlice left")
+}
+
+// mnDRAPluginDirsGone removes, as docs/dra.md tells an operator going back from the DRA overlay,
+// the kubelet plugin directory the driver leaves on each memifnet node (the agent without the
+// driver does not mount it); it must be empty: the stopped driver removed its sockets. Ops then
+// finds every node as before the install.
+func (x *tier3) mnDRAPluginDirsGone(ctx context.Context, t *testing.T, nodes []cluster.NodeSpec) {
+	for _, n := range nodes {
+		if !n.Memifnet {
+			continue
+		}
+		dir := filepath.Join(names.KubeletDir, "plugins", names.DRADriver)
+		if n.Index != 1 {
+			dir = x.c.NodeRoot(n.Index, dir)
+		}
+		var last error
+		err := node.Poll(ctx, 30*time.Second, "the driver's plugin dir empty on "+n.Name, func() (bool, error) {
+			last = os.Remove(dir)
+			return last == nil || errors.Is(last, fs.ErrNotExist), nil
+		})
+		if err != nil {
+			t.Errorf("node %s: %s after the driver stopped: %v (%v)", n.Name, dir, err, last)
+		}
+	}
 }
 
 // mnDRASlices waits until the memifnet.io ResourceSlices are one per memifnet node, in the pool
